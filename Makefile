@@ -1,0 +1,37 @@
+# Thin wrapper over CMake. `make run` and `make test` are the README's two commands.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+SANITIZE ?= OFF
+
+.PHONY: all deps configure build run test bench clean asan
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DAF_SANITIZE=$(SANITIZE) $(CMAKE_FLAGS)
+
+configure: deps $(BUILD_DIR)/build.ninja
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	$(BUILD_DIR)/samples/hello
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# Sanitizer build (ASan + UBSan) in its own folder: `make asan`.
+asan:
+	$(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo SANITIZE=ON
+
+bench: build
+	bash bench/run
+
+clean:
+	rm -rf $(BUILD_DIR)

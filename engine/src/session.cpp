@@ -1,0 +1,99 @@
+#include "actorflow/session.h"
+
+#include <map>
+#include <mutex>
+
+#include "actorflow/dsl_core.h"
+
+namespace actorflow {
+namespace {
+
+std::mutex& factories_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, SessionFactory>& factories() {
+  static auto* f = new std::map<std::string, SessionFactory>();
+  return *f;
+}
+
+Result<std::unique_ptr<SessionImpl>> make_impl(Graph& graph, const SessionOptions& options) {
+  std::string kind;
+  if (!options.target.empty()) kind = "remote";
+  else if (!options.executor.empty()) kind = options.executor;
+  else kind = "local";
+  SessionFactory f;
+  {
+    std::lock_guard<std::mutex> lock(factories_mu());
+    auto it = factories().find(kind);
+    if (it == factories().end() && kind == "local") it = factories().find("sequential");
+    if (it == factories().end())
+      return not_found("no session backend '" + kind + "' is linked into this program");
+    f = it->second;
+  }
+  return f(graph, options);
+}
+
+}  // namespace
+
+void register_session_factory(const std::string& name, SessionFactory factory) {
+  std::lock_guard<std::mutex> lock(factories_mu());
+  factories()[name] = std::move(factory);
+}
+
+Session::Session(Graph& graph, std::unique_ptr<SessionImpl> impl) : graph_(graph), impl_(std::move(impl)) {}
+
+Session::Session(Graph& graph, SessionOptions options) : graph_(graph) {
+  auto impl = make_impl(graph, options);
+  if (!impl.ok()) throw Error(impl.status());
+  impl_ = std::move(impl).value();
+}
+
+Session::Session(Graph& graph, const std::string& target, SessionOptions options) : graph_(graph) {
+  options.target = target;
+  auto impl = make_impl(graph, options);
+  if (!impl.ok()) throw Error(impl.status());
+  impl_ = std::move(impl).value();
+}
+
+Result<std::unique_ptr<Session>> Session::create(Graph& graph, SessionOptions options) {
+  auto impl = make_impl(graph, options);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Session>(new Session(graph, std::move(impl).value()));
+}
+
+Session::~Session() {
+  if (impl_) (void)impl_->close();
+}
+
+Result<std::vector<Tensor>> Session::run(const std::vector<Fetch>& fetches, const FeedDict& feeds,
+                                         const std::vector<Operation>& targets) {
+  if (!impl_) return failed_precondition("session is closed");
+  for (auto& f : fetches)
+    if (f.output.graph() != &graph_) return invalid_argument("a fetch belongs to another graph");
+  for (auto& [o, t] : feeds)
+    if (o.graph() != &graph_) return invalid_argument("a feed belongs to another graph");
+  RunRequest req{fetches, feeds, targets};
+  return impl_->run(req);
+}
+
+Result<Tensor> Session::eval(const Output& fetch, const FeedDict& feeds) {
+  auto r = run(std::vector<Fetch>{fetch}, feeds);
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+Status Session::run_init() {
+  const auto& inits = graph_.collection("init_ops");
+  if (inits.empty()) return Status::OK();
+  std::vector<Operation> targets;
+  for (int id : inits) targets.emplace_back(&graph_, id);
+  return run({}, {}, targets).status();
+}
+
+Status Session::close() {
+  if (!impl_) return Status::OK();
+  return impl_->close();
+}
+
+}  // namespace actorflow

@@ -1,0 +1,128 @@
+// CPU kernels of sources, variables and plumbing.
+#include <cstring>
+
+#include "actorflow/kernel.h"
+#include "actorflow/resource_mgr.h"
+
+namespace actorflow {
+namespace {
+
+class ConstKernel : public OpKernel {
+ public:
+  explicit ConstKernel(const Node& n) : OpKernel(n), value_(*n.attr_tensor("value")) {}
+  void compute(OpKernelContext& ctx) override { ctx.set_output(0, value_); }
+
+ private:
+  Tensor value_;
+};
+
+class PlaceholderKernel : public OpKernel {
+ public:
+  explicit PlaceholderKernel(const Node& n)
+      : OpKernel(n), what_(std::string(dtype_name(n.attr_dtype("dtype"))) + n.attr_shape("shape").to_string()) {}
+  void compute(OpKernelContext& ctx) override {
+    ctx.fail(invalid_argument("you must feed a value for placeholder '" + name() + "' (" + what_ + ")"));
+  }
+
+ private:
+  std::string what_;
+};
+
+class ForwardKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void compute(OpKernelContext& ctx) override { ctx.set_output(0, ctx.take_input(0)); }
+};
+
+class NoOpKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void compute(OpKernelContext&) override {}
+};
+
+class VariableKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void compute(OpKernelContext& ctx) override {
+    auto var = ctx.resources()->variable(name());
+    std::lock_guard<std::mutex> lock(var->mu);
+    if (!var->value.valid()) {
+      ctx.fail(failed_precondition("variable '" + name() + "' is used before it was initialized (run Session::run_init())"));
+      return;
+    }
+    ctx.set_output(0, var->value);
+  }
+};
+
+// Assign stores the value; AssignAdd/Sub update in place when no reader holds the
+// current buffer and copy first otherwise, so every read is a consistent snapshot.
+class UpdateKernel : public OpKernel {
+ public:
+  enum class Mode { assign, add, sub };
+  UpdateKernel(const Node& n, Mode mode) : OpKernel(n), variable_(n.attr_string("variable")), mode_(mode) {}
+  void compute(OpKernelContext& ctx) override {
+    auto var = ctx.resources()->variable(variable_);
+    Tensor value = ctx.take_input(0);
+    std::lock_guard<std::mutex> lock(var->mu);
+    if (mode_ == Mode::assign) {
+      var->value = value;
+      ctx.set_output(0, var->value);
+      return;
+    }
+    if (!var->value.valid()) {
+      ctx.fail(failed_precondition("variable '" + variable_ + "' is updated before it was initialized"));
+      return;
+    }
+    if (value.dtype() != var->value.dtype() ||
+        (value.shape() != var->value.shape() && value.num_elements() != 1)) {
+      ctx.fail(invalid_argument("update value " + std::string(dtype_name(value.dtype())) + value.shape().to_string() +
+                                " does not match variable '" + variable_ + "' " + dtype_name(var->value.dtype()) +
+                                var->value.shape().to_string()));
+      return;
+    }
+    if (var->value.buffer_use_count() > 1) var->value = var->value.clone();
+    Tensor& v = var->value;
+    bool ok = visit_dtype(v.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, bool>) return;
+      else {
+        T* p = v.data<T>();
+        const T* q = value.data<T>();
+        int64_t n = v.num_elements();
+        bool scalar = value.num_elements() == 1 && n != 1;
+        if (mode_ == Mode::add) {
+          for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] + q[scalar ? 0 : i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] - q[scalar ? 0 : i]);
+        }
+      }
+    });
+    if (!ok || v.dtype() == DType::boolean) {
+      ctx.fail(invalid_argument(std::string("cannot add to a variable of dtype ") + dtype_name(v.dtype())));
+      return;
+    }
+    ctx.set_output(0, v);
+  }
+
+ private:
+  std::string variable_;
+  Mode mode_;
+};
+
+AF_REGISTER_KERNEL("Const", DeviceType::CPU, ConstKernel);
+AF_REGISTER_KERNEL("Placeholder", DeviceType::CPU, PlaceholderKernel);
+AF_REGISTER_KERNEL("PlaceholderWithDefault", DeviceType::CPU, ForwardKernel);
+AF_REGISTER_KERNEL("Identity", DeviceType::CPU, ForwardKernel);
+AF_REGISTER_KERNEL("StopGradient", DeviceType::CPU, ForwardKernel);
+AF_REGISTER_KERNEL("NoOp", DeviceType::CPU, NoOpKernel);
+AF_REGISTER_KERNEL("VariableV2", DeviceType::CPU, VariableKernel);
+
+struct AssignKernel : UpdateKernel { explicit AssignKernel(const Node& n) : UpdateKernel(n, Mode::assign) {} };
+struct AssignAddKernel : UpdateKernel { explicit AssignAddKernel(const Node& n) : UpdateKernel(n, Mode::add) {} };
+struct AssignSubKernel : UpdateKernel { explicit AssignSubKernel(const Node& n) : UpdateKernel(n, Mode::sub) {} };
+AF_REGISTER_KERNEL("Assign", DeviceType::CPU, AssignKernel);
+AF_REGISTER_KERNEL("AssignAdd", DeviceType::CPU, AssignAddKernel);
+AF_REGISTER_KERNEL("AssignSub", DeviceType::CPU, AssignSubKernel);
+
+}  // namespace
+}  // namespace actorflow

@@ -1,0 +1,68 @@
+// Sources, variables and plumbing: Placeholder, Const, VariableV2, Assign*, Identity,
+// StopGradient, NoOp.
+#include "actorflow/op_registry.h"
+#include "common/shape_fns.h"
+
+namespace actorflow {
+namespace {
+
+Status placeholder_shape(ShapeContext& c) {
+  DType t = c.node().attr_dtype("dtype");
+  if (t == DType::invalid) return c.error("attribute 'dtype' is missing or not a dtype");
+  c.set_output(0, t, c.node().attr_shape("shape"));
+  return Status::OK();
+}
+
+Status update_shape(ShapeContext& c) {
+  std::string var_name = c.node().attr_string("variable");
+  const Node* var = c.graph().find_node(var_name);
+  if (!var || var->op != "VariableV2")
+    return c.error("attribute 'variable' must name a VariableV2 node, got '" + var_name + "'");
+  if (var->output_dtypes[0] != c.input_dtype(0))
+    return c.error("value " + c.describe_input(0) + " does not match variable '" + var_name + "' (" +
+                   dtype_name(var->output_dtypes[0]) + var->output_shapes[0].to_string() + ")");
+  if (!var->output_shapes[0].compatible_with(c.input_shape(0)) &&
+      !(c.node().op != "Assign" && c.input_shape(0).is_scalar()))
+    return c.error("value " + c.describe_input(0) + " does not fit variable '" + var_name + "' of shape " +
+                   var->output_shapes[0].to_string());
+  c.set_output(0, var->output_dtypes[0], var->output_shapes[0]);
+  return Status::OK();
+}
+
+}  // namespace
+
+AF_REGISTER_OP("Placeholder").inputs(0).required_attr("dtype").attr("shape", Shape::unknown_rank()).shape_fn(placeholder_shape);
+
+AF_REGISTER_OP("PlaceholderWithDefault").inputs(1).attr("shape", Shape::unknown_rank()).shape_fn([](ShapeContext& c) {
+  Shape s;
+  if (!c.input_shape(0).merge(c.node().attr_shape("shape"), &s))
+    return c.error("default " + c.describe_input(0) + " does not match shape " + c.node().attr_shape("shape").to_string());
+  c.set_output(0, c.input_dtype(0), c.node().attr_shape("shape").has_rank() ? c.node().attr_shape("shape") : s);
+  return Status::OK();
+});
+
+AF_REGISTER_OP("Const").inputs(0).required_attr("value").shape_fn([](ShapeContext& c) {
+  const Tensor* v = c.node().attr_tensor("value");
+  if (!v || !v->valid()) return c.error("attribute 'value' must be a tensor");
+  c.set_output(0, v->dtype(), v->shape());
+  return Status::OK();
+});
+
+AF_REGISTER_OP("VariableV2").inputs(0).stateful().required_attr("dtype").required_attr("shape").shape_fn([](ShapeContext& c) {
+  DType t = c.node().attr_dtype("dtype");
+  Shape s = c.node().attr_shape("shape");
+  if (t == DType::invalid) return c.error("attribute 'dtype' must be a dtype");
+  if (!s.is_fully_defined()) return c.error("attribute 'shape' must be fully defined, got " + s.to_string());
+  c.set_output(0, t, s);
+  return Status::OK();
+});
+
+AF_REGISTER_OP("Assign").inputs(1).stateful().required_attr("variable").shape_fn(update_shape);
+AF_REGISTER_OP("AssignAdd").inputs(1).stateful().required_attr("variable").shape_fn(update_shape);
+AF_REGISTER_OP("AssignSub").inputs(1).stateful().required_attr("variable").shape_fn(update_shape);
+
+AF_REGISTER_OP("Identity").inputs(1).shape_fn(shape_fns::unchanged);
+AF_REGISTER_OP("StopGradient").inputs(1).shape_fn(shape_fns::unchanged);
+AF_REGISTER_OP("NoOp").inputs(0).outputs(0).shape_fn([](ShapeContext&) { return Status::OK(); });
+
+}  // namespace actorflow

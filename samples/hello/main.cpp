@@ -1,0 +1,24 @@
+// The classic first program: a string constant and 10 + 32, computed through a graph.
+#include <actorflow/actorflow.h>
+
+#include <iostream>
+
+namespace af = actorflow;
+
+int main() {
+  af::Graph g;
+  auto hello = af::constant(g, "Hello, ActorFlow!", "hello");
+  auto a = af::constant(g, 10, "a");
+  auto b = af::constant(g, 32, "b");
+  auto sum = a + b;
+
+  af::Session sess(g);
+  auto out = sess.run({hello, sum});
+  if (!out.ok()) {
+    std::cerr << out.status().to_string() << "\n";
+    return 1;
+  }
+  std::cout << (*out)[0] << "\n" << (*out)[1] << "\n";
+  std::cout << "RESULT greeting=ok sum=" << (*out)[1].item<int32_t>() << "\n";
+  return 0;
+}

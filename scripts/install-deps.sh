@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package ActorFlow needs to build and test. Idempotent: when all
+# packages are present it does nothing (no network), otherwise `apt-get update` first.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libcaf-dev libasio-dev libeigen3-dev capnproto libcapnp-dev doctest-dev zlib1g-dev
+  python3 python3-venv
+)
+if [ "${1:-}" = "--data" ]; then
+  PKGS+=(dataset-fashion-mnist python3-sklearn)
+fi
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
