@@ -1,0 +1,50 @@
+// Helpers shared by the tests: evaluate outputs of a graph and compare tensors.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+
+#include <cmath>
+#include <vector>
+
+namespace aft {
+
+namespace af = actorflow;
+
+// Runs the fetches in a fresh session of the default backend (the actor runtime when
+// linked) and fails the test on error.
+inline std::vector<af::Tensor> eval(af::Graph& g, const std::vector<af::Output>& fetches, const af::FeedDict& feeds = {},
+                                    af::SessionOptions opts = {}) {
+  af::Session sess(g, opts);
+  REQUIRE(sess.run_init().ok());
+  std::vector<af::Fetch> f(fetches.begin(), fetches.end());
+  auto r = sess.run(f, feeds);
+  if (!r.ok()) FAIL(r.status().to_string());
+  return *r;
+}
+
+inline af::Tensor eval1(af::Graph& g, const af::Output& fetch, const af::FeedDict& feeds = {}) {
+  return eval(g, {fetch}, feeds)[0];
+}
+
+// The status of running `fetch`, for error tests.
+inline af::Status eval_status(af::Graph& g, const af::Output& fetch, const af::FeedDict& feeds = {}) {
+  af::Session sess(g);
+  return sess.run({fetch}, feeds).status();
+}
+
+// Element-by-element closeness of a float tensor to expected values.
+inline void check_close(const af::Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
+  REQUIRE(t.num_elements() == static_cast<int64_t>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double v = t.element_as_double(static_cast<int64_t>(i));
+    if (std::isnan(expected[i])) {
+      CHECK(std::isnan(v));
+    } else {
+      INFO("element " << i << ": got " << v << ", expected " << expected[i]);
+      CHECK(std::fabs(v - expected[i]) <= tol * (1 + std::fabs(expected[i])));
+    }
+  }
+}
+
+}  // namespace aft
