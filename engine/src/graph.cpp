@@ -189,7 +189,15 @@ Status Graph::infer(Node& node) const {
   }
   if (!def->shape_fn) return internal_error("op '" + node.op + "' has no shape function");
   ShapeContext ctx(*this, node);
-  AF_RETURN_IF_ERROR(def->shape_fn(ctx));
+  // Shape functions see attributes from user code and from GraphDef files; one that
+  // throws (a bad allocation from a fuzzed shape, say) must still yield a Status.
+  try {
+    AF_RETURN_IF_ERROR(def->shape_fn(ctx));
+  } catch (const Error& e) {
+    return e.status().with_context(node.op + " '" + node.name + "'");
+  } catch (const std::exception& e) {
+    return invalid_argument(node.op + " '" + node.name + "': " + e.what());
+  }
   for (size_t i = 0; i < node.output_dtypes.size(); ++i)
     if (node.output_dtypes[i] == DType::invalid)
       return internal_error(node.op + " '" + node.name + "': shape function left output " + std::to_string(i) + " without a dtype");

@@ -1,0 +1,125 @@
+#include "node_actor.h"
+
+#include "actorflow/tensor_codec.h"
+
+namespace actorflow::runtime {
+
+NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index)
+    : caf::event_based_actor(cfg), shared_(std::move(shared)), rt_(shared_->nodes[static_cast<size_t>(index)]), index_(index) {
+  credits_.assign(static_cast<size_t>(rt_.num_credits), shared_->env.edge_capacity);
+}
+
+caf::behavior NodeActor::make_behavior() {
+  return {
+      [this](input_atom, EdgeMsg& m) { on_input(m); },
+      [this](start_atom, StartMsg& m) {
+        slot_for(m.step, m.state);
+        try_fire();
+      },
+      [this](credit_atom, int32_t credit) {
+        ++credits_[static_cast<size_t>(credit)];
+        try_fire();
+      },
+  };
+}
+
+NodeActor::Slot& NodeActor::slot_for(int64_t step, const std::shared_ptr<StepState>& state) {
+  size_t k = static_cast<size_t>(step - next_step_);
+  if (window_.size() <= k) window_.resize(k + 1);
+  Slot& s = window_[k];
+  if (!s.live) {
+    s.live = true;
+    s.remaining = rt_.dynamic_slots;
+    s.inputs = rt_.bound;
+    s.state = state;
+  }
+  return s;
+}
+
+void NodeActor::on_input(EdgeMsg& m) {
+  Slot& s = slot_for(m.step, m.state);
+  if (m.wire) {
+    auto decoded = decode_tensor_message(std::string(*m.wire));
+    if (!decoded.ok()) {
+      if (!s.error) s.error = std::make_shared<Status>(decoded.status().with_context("decoding an edge into '" + rt_.node->name + "'"));
+    } else if (!decoded->status.ok()) {
+      if (!s.error) s.error = std::make_shared<Status>(decoded->status);
+    } else if (m.slot < static_cast<int32_t>(s.inputs.size())) {
+      s.inputs[static_cast<size_t>(m.slot)] = std::move(decoded->tensor);
+    }
+  } else if (m.error) {
+    if (!s.error) s.error = m.error;
+  } else if (m.slot < static_cast<int32_t>(s.inputs.size())) {
+    s.inputs[static_cast<size_t>(m.slot)] = std::move(m.tensor);
+  }
+  --s.remaining;
+  try_fire();
+}
+
+void NodeActor::try_fire() {
+  // Steps fire strictly in order, and only with a credit on every out edge: with both
+  // rules, a finite credit count can never deadlock (the oldest step always has room).
+  while (!window_.empty() && window_.front().live && window_.front().remaining == 0) {
+    for (int c : credits_)
+      if (c <= 0) return;
+    Slot s = std::move(window_.front());
+    window_.pop_front();
+    fire(s, next_step_);
+    ++next_step_;
+  }
+}
+
+void NodeActor::send_edge(const OutEdge& e, int64_t step, const Tensor& t, const std::shared_ptr<const Status>& err,
+                          const std::shared_ptr<StepState>& state, int output) {
+  EdgeMsg m;
+  m.step = step;
+  m.slot = e.slot;
+  m.state = state;
+  if (e.encode) {
+    TensorMessage tm;
+    tm.step_id = step;
+    tm.edge = static_cast<uint32_t>(e.slot);
+    tm.producer = rt_.node->name + ":" + std::to_string(output);
+    if (err) tm.status = *err;
+    else tm.tensor = t;
+    m.wire = std::make_shared<const std::string>(encode_tensor_message(tm));
+  } else if (err) {
+    m.error = err;
+  } else {
+    m.tensor = t;
+  }
+  --credits_[static_cast<size_t>(e.credit)];
+  send(shared_->actors[static_cast<size_t>(e.consumer)], input_atom::value, std::move(m));
+}
+
+void NodeActor::fire(Slot& s, int64_t step) {
+  std::shared_ptr<const Status> err = s.error;
+  std::vector<Tensor> outputs;
+  const ExecutorEnv& env = shared_->env;
+  if (!err) {
+    OpKernelContext ctx(*rt_.node, std::move(s.inputs), env.device, env.resources, s.state->step_id());
+    int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
+    rt_.kernel->compute(ctx);
+    if (env.tracer)
+      env.tracer->record({rt_.node->name, rt_.node->op, shared_->device_name, s.state->step_id(), trace_thread_id(), t0,
+                          env.tracer->now_ns()});
+    Status st = ctx.status();
+    if (st.ok()) st = check_outputs(*rt_.node, ctx.outputs());
+    if (!st.ok()) err = std::make_shared<Status>(std::move(st));
+    else outputs = std::move(ctx.outputs());
+  }
+  if (err) s.state->fail(*err);
+  static const Tensor kNone;
+  for (size_t o = 0; o < rt_.out.size(); ++o)
+    for (const OutEdge& e : rt_.out[o]) send_edge(e, step, err ? kNone : outputs[o], err, s.state, static_cast<int>(o));
+  for (const OutEdge& e : rt_.control_out) send_edge(e, step, kNone, err, s.state, -1);
+  for (auto [o, r] : rt_.fetches) {
+    if (!err) s.state->set_result(r, outputs[static_cast<size_t>(o)]);
+    s.state->finish_one();
+  }
+  for (int i = 0; i < rt_.finishes; ++i) s.state->finish_one();
+  for (const InEdge& in : rt_.in_edges)
+    if (in.producer >= 0) send(shared_->actors[static_cast<size_t>(in.producer)], credit_atom::value, static_cast<int32_t>(in.credit));
+}
+
+}  // namespace actorflow::runtime

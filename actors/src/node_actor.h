@@ -1,0 +1,103 @@
+// Internal to the runtime: the node actor and the tables it shares with its executor.
+#pragma once
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actor_system.h"
+#include "executor.h"
+
+namespace actorflow::runtime {
+
+// A tensor (or a failed step's error) travelling along one edge for one step. When the
+// edge is encoded, `wire` carries Cap'n Proto TensorMsg bytes instead of `tensor`.
+struct EdgeMsg {
+  int64_t step = 0;
+  int32_t slot = 0;
+  Tensor tensor;
+  std::shared_ptr<const Status> error;
+  std::shared_ptr<const std::string> wire;
+  std::shared_ptr<StepState> state;
+};
+
+struct StartMsg {
+  int64_t step = 0;
+  std::shared_ptr<StepState> state;
+};
+
+using input_atom = caf::atom_constant<caf::atom("input")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using credit_atom = caf::atom_constant<caf::atom("credit")>;
+
+struct OutEdge {
+  int consumer = -1;  // actor index
+  int slot = 0;       // consumer's input slot (data inputs first, then control inputs)
+  int credit = 0;     // index into the producer's credit counters
+  bool encode = false;
+};
+
+struct InEdge {
+  int producer = -1;  // -1: no credit to return (a feed or a bound constant)
+  int credit = 0;
+};
+
+// Everything a node actor needs to know about its node, fixed at prepare time.
+struct NodeRuntime {
+  const Node* node = nullptr;
+  std::unique_ptr<OpKernel> kernel;
+  int num_slots = 0;                        // data + control inputs
+  int dynamic_slots = 0;                    // slots that receive a message each step
+  std::vector<Tensor> bound;                // per data input: a constant bound at prepare time
+  std::vector<InEdge> in_edges;             // per slot
+  std::vector<std::vector<OutEdge>> out;    // per output
+  std::vector<OutEdge> control_out;
+  int num_credits = 0;
+  std::vector<std::pair<int, int>> fetches; // (output, result index)
+  int finishes = 0;                         // times this node is a target / fetched op
+  bool is_source = false;                   // fires on a start message
+  bool inert = false;                       // a constant nobody needs per step
+};
+
+struct ExecutorShared {
+  ExecutorEnv env;
+  std::vector<NodeRuntime> nodes;
+  std::vector<caf::actor> actors;
+  std::string device_name;
+};
+
+class NodeActor : public caf::event_based_actor {
+ public:
+  NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index);
+  caf::behavior make_behavior() override;
+  // Drops this actor's share of the executor tables, breaking the actor <-> table cycle.
+  void on_exit() override { shared_.reset(); }
+
+ private:
+  struct Slot {
+    bool live = false;
+    int remaining = 0;
+    std::vector<Tensor> inputs;
+    std::shared_ptr<const Status> error;
+    std::shared_ptr<StepState> state;
+  };
+
+  Slot& slot_for(int64_t step, const std::shared_ptr<StepState>& state);
+  void on_input(EdgeMsg& m);
+  void try_fire();
+  void fire(Slot& s, int64_t step);
+  void send_edge(const OutEdge& e, int64_t step, const Tensor& t, const std::shared_ptr<const Status>& err,
+                 const std::shared_ptr<StepState>& state, int output);
+
+  std::shared_ptr<ExecutorShared> shared_;
+  NodeRuntime& rt_;
+  int index_;
+  std::deque<Slot> window_;  // window_[k] is step next_step_ + k
+  int64_t next_step_ = 0;
+  std::vector<int> credits_;
+};
+
+}  // namespace actorflow::runtime
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::runtime::EdgeMsg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::runtime::StartMsg)

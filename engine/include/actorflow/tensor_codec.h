@@ -1,0 +1,46 @@
+// Tensors as bytes: the Cap'n Proto TensorMsg / TensorProto of schemas/tensor.capnp, for
+// edges that cross hosts (or are made to, SessionOptions::encode_all_edges).
+//
+// Numeric data travels as raw little-endian bytes. Encoding copies a tensor's data once,
+// into the returned string, placing large data 64-byte aligned in that string's memory.
+// Decoding shares the storage of the bytes it is given when the data lies 64-byte aligned
+// in memory (the alignment every Tensor buffer has) and is large (>= 16 KiB): so
+// decode(encode(t)) of a large tensor copies once. Otherwise it copies once into a pooled
+// tensor. Message strings handed to the decoders are recycled by the encoders.
+// Decoding validates everything and never crashes on bad input: corrupt bytes give
+// data_loss (resource_exhausted when memory runs out).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actorflow/status.h"
+#include "actorflow/tensor.h"
+
+namespace actorflow {
+
+// One tensor on one edge for one step. A failed step sends its error in `status`, with
+// an empty (invalid) tensor.
+struct TensorMessage {
+  int64_t step_id = 0;
+  uint32_t edge = 0;
+  std::string producer;  // "node:output", for error messages
+  Tensor tensor;
+  Status status;
+};
+
+// A tensor too large for one message (data over 512 MiB) is sent as an error status
+// naming the producer instead, failing the step at the receiver.
+std::string encode_tensor_message(const TensorMessage& m);
+Result<TensorMessage> decode_tensor_message(std::string bytes);
+// Decodes bytes held by `owner`, which the decoded tensor keeps alive when it shares
+// them (and, being a mutable tensor, may write to): a transport that receives into its
+// own buffers avoids the copy when it places the bytes at the sender's alignment.
+Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* data, size_t size);
+
+// A TensorProto alone. An invalid Tensor() round-trips as itself. encode_tensor throws
+// af::Error for a tensor over 512 MiB.
+std::string encode_tensor(const Tensor& t);
+Result<Tensor> decode_tensor(std::string bytes);
+
+}  // namespace actorflow

@@ -1,0 +1,219 @@
+// CPU kernel of MatMul. Floating-point products go through Eigen's tensor contraction,
+// whose ThreadPoolDevice evaluator packs panels and shards them over the device's pool
+// (the same GEBP micro-kernels as Eigen's Matrix products, plus threading). Transposes
+// are expressed as contraction index pairs, so no operand is ever materialized
+// transposed. This is the only matmul translation unit that includes Eigen: keep it so.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "cpu/eigen_device.h"
+
+namespace actorflow {
+namespace {
+
+// Products smaller than this many multiply-adds run as plain loops: building and
+// evaluating a contraction expression costs more than the arithmetic.
+constexpr int64_t kTinyProduct = 4096;
+// Per-matrix work above which one matrix is worth the whole pool; below it, batches are
+// sharded over the pool and each matrix runs on one thread.
+constexpr int64_t kThreadedProduct = int64_t{1} << 20;
+
+struct Gemm {
+  int64_t m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+  int64_t macs() const { return m * n * k; }
+};
+
+// c[m,n] = op(a) * op(b) with naive loops; the j loop is unit-stride in c (and in b when
+// !tb) so it vectorizes. Used for integers and for tiny float products.
+template <typename T>
+void gemm_loops(const Gemm& g, const T* a, const T* b, T* c, int64_t row_begin, int64_t row_end) {
+  const int64_t lda = g.ta ? g.m : g.k;
+  const int64_t ldb = g.tb ? g.k : g.n;
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    T* ci = c + i * g.n;
+    for (int64_t j = 0; j < g.n; ++j) ci[j] = T(0);
+    for (int64_t p = 0; p < g.k; ++p) {
+      const T av = g.ta ? a[p * lda + i] : a[i * lda + p];
+      if (g.tb) {
+        for (int64_t j = 0; j < g.n; ++j) ci[j] = static_cast<T>(ci[j] + av * b[j * ldb + p]);
+      } else {
+        const T* bp = b + p * ldb;
+        for (int64_t j = 0; j < g.n; ++j) ci[j] = static_cast<T>(ci[j] + av * bp[j]);
+      }
+    }
+  }
+}
+
+template <typename T>
+void gemm_eigen(const Eigen::ThreadPoolDevice& dev, const Gemm& g, const T* a, const T* b, T* c) {
+  using ConstMap = Eigen::TensorMap<Eigen::Tensor<const T, 2, Eigen::RowMajor>, Eigen::Unaligned>;
+  using Map = Eigen::TensorMap<Eigen::Tensor<T, 2, Eigen::RowMajor>, Eigen::Unaligned>;
+  ConstMap ea(a, g.ta ? g.k : g.m, g.ta ? g.m : g.k);
+  ConstMap eb(b, g.tb ? g.n : g.k, g.tb ? g.k : g.n);
+  Map ec(c, g.m, g.n);
+  // Contract a's k axis with b's k axis; the free axes (m of a, then n of b) remain.
+  Eigen::array<Eigen::IndexPair<Eigen::Index>, 1> dims{
+      {Eigen::IndexPair<Eigen::Index>(g.ta ? 0 : 1, g.tb ? 1 : 0)}};
+  ec.device(dev) = ea.contract(eb, dims);
+}
+
+// One product: on the whole pool when `dev` has several threads (Eigen's cost model
+// still runs small ones inline), single-threaded when it has one.
+template <typename T>
+void gemm_one(const Eigen::ThreadPoolDevice& dev, const Gemm& g, const T* a, const T* b, T* c) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (g.macs() >= kTinyProduct) {
+      gemm_eigen(dev, g, a, b, c);
+      return;
+    }
+  }
+  gemm_loops(g, a, b, c, 0, g.m);
+}
+
+// Row-major strides of `dims` aligned to the right of a rank-`r` batch shape, 0 where a
+// dim is broadcast (size 1) or absent.
+std::vector<int64_t> batch_strides(const std::vector<int64_t>& dims, int r, int64_t matrix_size) {
+  std::vector<int64_t> s(static_cast<size_t>(r), 0);
+  int off = r - static_cast<int>(dims.size());
+  int64_t stride = matrix_size;
+  for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
+    s[static_cast<size_t>(i + off)] = dims[static_cast<size_t>(i)] == 1 ? 0 : stride;
+    stride *= dims[static_cast<size_t>(i)];
+  }
+  return s;
+}
+
+class MatMulKernel : public OpKernel {
+ public:
+  explicit MatMulKernel(const Node& n)
+      : OpKernel(n), ta_(n.attr_bool("transpose_a")), tb_(n.attr_bool("transpose_b")) {}
+
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype()) {
+      ctx.fail(std::string("inputs have different dtypes: ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
+      return;
+    }
+    if (a.rank() < 2 || b.rank() < 2) {
+      ctx.fail("inputs must have rank >= 2, got " + a.shape().to_string() + " and " + b.shape().to_string());
+      return;
+    }
+    const int ra = a.rank(), rb = b.rank();
+    Gemm g;
+    g.ta = ta_;
+    g.tb = tb_;
+    g.m = ta_ ? a.dim(ra - 1) : a.dim(ra - 2);
+    g.k = ta_ ? a.dim(ra - 2) : a.dim(ra - 1);
+    const int64_t kb = tb_ ? b.dim(rb - 1) : b.dim(rb - 2);
+    g.n = tb_ ? b.dim(rb - 2) : b.dim(rb - 1);
+    if (g.k != kb) {
+      ctx.fail("inner dimensions differ: " + a.shape().to_string() + " and " + b.shape().to_string() +
+               (ta_ || tb_ ? std::string(" (transpose_a=") + (ta_ ? "true" : "false") + ", transpose_b=" +
+                                 (tb_ ? "true" : "false") + ")"
+                           : std::string()));
+      return;
+    }
+    std::vector<int64_t> bat_a(a.shape().dims().begin(), a.shape().dims().end() - 2);
+    std::vector<int64_t> bat_b(b.shape().dims().begin(), b.shape().dims().end() - 2);
+    Shape batch;
+    if (!broadcast_shapes(Shape(bat_a), Shape(bat_b), &batch)) {
+      ctx.fail("batch dimensions cannot be broadcast: " + a.shape().to_string() + " and " + b.shape().to_string());
+      return;
+    }
+    std::vector<int64_t> out_dims = batch.dims();
+    out_dims.push_back(g.m);
+    out_dims.push_back(g.n);
+    Tensor& out = ctx.allocate_output(0, a.dtype(), Shape(out_dims));
+    bool ok = true;
+    switch (a.dtype()) {
+      case DType::f32: run<float>(ctx, g, a, b, out, batch, bat_a, bat_b); break;
+      case DType::f64: run<double>(ctx, g, a, b, out, batch, bat_a, bat_b); break;
+      case DType::i32: run<int32_t>(ctx, g, a, b, out, batch, bat_a, bat_b); break;
+      case DType::i64: run<int64_t>(ctx, g, a, b, out, batch, bat_a, bat_b); break;
+      default: ok = false;
+    }
+    if (!ok) ctx.fail(std::string("unsupported dtype ") + dtype_name(a.dtype()));
+  }
+
+ private:
+  template <typename T>
+  static void run(OpKernelContext& ctx, Gemm g, const Tensor& a, const Tensor& b, Tensor& out, const Shape& batch,
+                  const std::vector<int64_t>& bat_a, const std::vector<int64_t>& bat_b) {
+    if (out.num_elements() == 0) return;
+    T* pc = out.data<T>();
+    if (g.k == 0) {
+      std::fill(pc, pc + out.num_elements(), T(0));
+      return;
+    }
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    const int64_t num_batches = batch.num_elements();
+    const bool b_unbatched = std::all_of(bat_b.begin(), bat_b.end(), [](int64_t d) { return d == 1; });
+    // A batch of a against one b is a single taller product when a's rows are contiguous.
+    if (!g.ta && b_unbatched) {
+      g.m *= num_batches;
+      product<T>(ctx, g, pa, pb, pc);
+      return;
+    }
+    if (num_batches == 1) {
+      product<T>(ctx, g, pa, pb, pc);
+      return;
+    }
+    const int r = batch.rank();
+    const std::vector<int64_t> sa = batch_strides(bat_a, r, g.m * g.k);
+    const std::vector<int64_t> sb = batch_strides(bat_b, r, g.k * g.n);
+    auto offsets = [&](int64_t i, int64_t* oa, int64_t* ob) {
+      *oa = 0;
+      *ob = 0;
+      for (int d = r - 1; d >= 0; --d) {
+        int64_t dim = batch.dim(d);
+        int64_t idx = i % dim;
+        i /= dim;
+        *oa += idx * sa[static_cast<size_t>(d)];
+        *ob += idx * sb[static_cast<size_t>(d)];
+      }
+    };
+    const int64_t mn = g.m * g.n;
+    if (g.macs() >= kThreadedProduct) {
+      for (int64_t i = 0; i < num_batches; ++i) {
+        int64_t oa, ob;
+        offsets(i, &oa, &ob);
+        product<T>(ctx, g, pa + oa, pb + ob, pc + i * mn);
+      }
+      return;
+    }
+    // Many small products: one per pool task, each on a single thread.
+    const Eigen::ThreadPoolDevice& pool = eigen_cpu(ctx);
+    Eigen::ThreadPoolDevice single(pool.getPool(), 1);
+    ctx.device()->parallel_for(num_batches, std::max<int64_t>(g.macs(), 1), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t oa, ob;
+        offsets(i, &oa, &ob);
+        gemm_one<T>(single, g, pa + oa, pb + ob, pc + i * mn);
+      }
+    });
+  }
+
+  // One (possibly large) product using the device's parallelism.
+  template <typename T>
+  static void product(OpKernelContext& ctx, const Gemm& g, const T* a, const T* b, T* c) {
+    if constexpr (std::is_floating_point_v<T>) {
+      gemm_one<T>(eigen_cpu(ctx), g, a, b, c);
+    } else {
+      ctx.device()->parallel_for(g.m, std::max<int64_t>(g.n * g.k, 1),
+                                 [&](int64_t r0, int64_t r1) { gemm_loops(g, a, b, c, r0, r1); });
+    }
+  }
+
+  bool ta_, tb_;
+};
+
+AF_REGISTER_KERNEL("MatMul", DeviceType::CPU, MatMulKernel);
+
+}  // namespace
+}  // namespace actorflow

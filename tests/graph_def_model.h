@@ -1,0 +1,158 @@
+// The GraphDef tests' model: one graph calling every function of dsl_core.h, dsl_math.h
+// and dsl_array.h, and every registered op, with feeds and deterministic fetches. Shared
+// by test_graph_def.cpp and test_graph_def_fuzz.cpp (whose mutations then reach every
+// op's shape function).
+#pragma once
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+
+#include <memory>
+#include <vector>
+
+namespace aft {
+
+namespace af = actorflow;
+
+struct Model {
+  std::unique_ptr<af::Graph> g = std::make_unique<af::Graph>();
+  af::FeedDict feeds;
+  std::vector<af::Output> fetches;  // deterministic values worth comparing across graphs
+};
+
+// One graph calling every function of dsl_core.h, dsl_math.h and dsl_array.h.
+inline Model build_model() {
+  Model m;
+  af::Graph& g = *m.g;
+  g.set_seed(1234);
+  auto keep = [&](af::Output o) {
+    m.fetches.push_back(o);
+    return o;
+  };
+
+  // Sources: placeholders with unknown dims and unknown rank, constants of every dtype.
+  auto x = af::placeholder(g, af::f32, {-1, 4}, "x");
+  auto anything = af::placeholder(g, af::f32, af::Shape::unknown_rank(), "anything");
+  auto idx = af::placeholder(g, af::i64, {3}, "idx");
+  m.feeds = {{x, af::Tensor::from_vector<float>({1, -2, 3, -4, 0.5f, 6, -7, 8}, {2, 4})},
+             {anything, af::Tensor::from_vector<float>({2, 3}, {2, 1})},
+             {idx, af::Tensor::from_vector<int64_t>({2, 0, 1}, {3})}};
+  auto with_default = af::placeholder_with_default(af::constant(g, std::vector<float>{1, 2, 3, 4}, {1, 4}), {-1, 4}, "pwd");
+  keep(with_default);
+  keep(af::constant(g, af::Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}), "c_f32"));
+  keep(af::constant(g, 1.5f, "c_float"));
+  keep(af::constant(g, 2.25, "c_double"));
+  keep(af::constant(g, 7, "c_int"));
+  keep(af::constant(g, int64_t{-9}, "c_int64"));
+  keep(af::constant(g, "hello", "c_chars"));
+  keep(af::constant(g, std::string("nul\0inside\xff", 11), "c_string"));
+  keep(af::constant(g, std::vector<int64_t>{1, 2, 3, 4}, {2, 2}, "c_i64"));
+  keep(af::constant(g, af::Tensor::from_vector<uint8_t>({0, 127, 255}, {3}), "c_u8"));
+  keep(af::constant(g, af::Tensor::from_vector<bool>({true, false, true, true}, {2, 2}), "c_bool"));
+  keep(af::constant(g, af::Tensor::from_vector<std::string>({"a", "", "ccc", "dd"}, {2, 2}), "c_strings"));
+  keep(af::constant(g, af::Tensor::from_vector<double>({1e-300, -0.0}, {2}), "c_f64"));
+  keep(af::constant(g, af::Tensor::from_vector<int32_t>({INT32_MIN, INT32_MAX}, {1, 2}), "c_i32"));
+  keep(af::constant(g, af::Tensor(af::f32, af::Shape{0, 3}), "c_empty"));
+  keep(af::scalar_like(g, af::f64, 3.0, "c_like"));
+
+  // Variables with each initializer, under a name scope and a device scope.
+  af::Output w, b, counter;
+  {
+    af::NameScope scope(g, "model");
+    af::DeviceScope device(g, "/job:worker/task:0/cpu:0");
+    w = af::variable(g, af::glorot_uniform({4, 3}, 11), "w");
+    b = af::variable(g, af::zeros({3}), "b");
+    af::variable(g, af::ones({2}, af::f64), "ones");
+    af::variable(g, af::constant_init(0.5, {2, 2}), "half");
+    counter = af::variable(g, af::tensor_init(af::Tensor::from_vector<int64_t>({1, 2, 3})), "counter", false);
+    af::variable(g, af::random_normal({5}, 0, 2, 7), "rn");
+    af::variable(g, af::random_uniform({5}, -1, 1), "ru");
+    af::variable(g, af::truncated_normal({5}, 0, 1, 3), "tn");
+    af::variable(g, af::glorot_normal({3, 3}), "gn");
+  }
+  keep(af::initial_value(g, af::constant_init(2.0, {2}, af::i32), "iv"));
+  keep(af::random_normal_op(g, {2, 2}, 1, 2, 5));
+  keep(af::random_uniform_op(g, {3}, 0, 1, -1, af::f64));
+  keep(af::truncated_normal_op(g, {2}));
+
+  // Math.
+  auto y = keep(af::matmul(x, w) + b);
+  auto z = keep(af::matmul(w, w, true, false, "gram"));
+  keep(af::add(y, y) - af::sub(y, y * 1.0) * af::mul(2.0 * y, y) / af::div(af::abs(y) + 1.0, af::constant(g, 4.0f)));
+  keep((y - 1.0) / 2.0 + 3.0 / (af::abs(y) + 1.0));
+  keep(1.0 + y);
+  keep(3.0 - y);
+  keep(af::maximum(y, af::minimum(y, 0.5 * y)));
+  keep(af::pow(af::abs(y) + 1.0, af::constant(g, 2.0f)));
+  keep(af::add_n({y, y, -y}));
+  keep(af::neg(af::sign(y)));
+  keep(af::exp(af::log(af::sqrt(af::rsqrt(af::square(y) + 1.0)))));
+  keep(af::relu(y) + af::sigmoid(y) + af::tanh(y) + af::softplus(y));
+  keep(af::softmax(y));
+  keep(af::log_softmax(y));
+  keep(af::reduce_sum(y, {1}, true));
+  keep(af::reduce_mean(y, {-1}));
+  keep(af::reduce_max(y));
+  keep(af::reduce_min(z, {0}));
+  keep(af::reduce_prod(z, {0, 1}, true));
+  keep(af::mean(y));
+  keep(af::sum(y, {0}));
+  keep(af::argmax(y));
+  keep(af::argmin(z, 0));
+  auto big = keep(af::greater(y, af::constant(g, 0.0f)));
+  keep(af::logical_and(af::equal(y, y), af::not_equal(y, 0.0 * y)));
+  keep(af::logical_or(af::less(y, b * 0.0 + 1.0), af::less_equal(y, y)));
+  keep(af::logical_not(af::greater_equal(y, y)));
+  keep(af::where(big, y, -y));
+  keep(af::select(y < 0.0, y, y * 2.0));
+  keep(af::logical_or(y > 0.5, af::logical_and(y <= y, y >= y)));
+  keep(af::logical_and(y < y, y > y));
+  keep(af::cast(x, af::i32));
+
+  // Arrays.
+  keep(af::reshape(y, {-1}));
+  keep(af::reshape(anything, {1, -1}, "reshape_unknown"));
+  keep(af::transpose(w));
+  keep(af::transpose(z, {1, 0}, "perm"));
+  auto e = keep(af::expand_dims(b, 0));
+  keep(af::squeeze(e));
+  keep(af::squeeze(e, {0}, "squeeze_axis"));
+  auto cat = keep(af::concat({w, w}, 0));
+  for (auto& part : af::split(cat, 4, 0)) keep(part);
+  for (auto& part : af::split(w, std::vector<int64_t>{1, 2}, 1)) keep(part);
+  keep(af::slice(w, {1, 0}, {2, -1}));
+  keep(af::gather(w, idx));
+  keep(af::gather(w, af::constant(g, af::Tensor::from_vector<int32_t>({2, 1}, {2})), 1));
+  keep(af::one_hot(idx, 4, 5.0, -1.0, af::f64));
+  keep(af::tile(b, {3}));
+  keep(af::pad(w, {{1, 0}, {0, 2}}, 0.5));
+  keep(af::fill(g, {2, 3}, 1.5, af::f32));
+  keep(af::zeros_like(y));
+  keep(af::ones_like(counter));
+  keep(af::shape_of(x));
+  keep(af::identity(af::stop_gradient(y)));
+
+  // Ops registered without a DSL function.
+  af::NodeSpec sd;
+  sd.op = "SquaredDifference";
+  sd.inputs = {y, af::zeros_like(y)};
+  auto sqd = g.add_node(sd);
+  REQUIRE(sqd.ok());
+  keep(sqd->output(0));
+
+  // State updates, grouping and control dependencies.
+  af::Operation init = af::global_variables_initializer(g);
+  auto set = af::assign(w, af::fill(g, {4, 3}, 0.25, af::f32));
+  auto inc = af::assign_add(counter, af::constant(g, int64_t{1}));
+  auto dec = af::assign_sub(b, af::constant(g, std::vector<float>{1, 1, 1}, {3}));
+  af::Operation updates = af::group(g, {set, inc, dec}, "updates");
+  {
+    af::ControlDependencies deps(g, {updates, init});
+    af::identity(y, "after_updates");
+    af::no_op(g, "barrier");
+  }
+  af::no_op(g);
+  return m;
+}
+
+}  // namespace aft

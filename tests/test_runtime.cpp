@@ -1,0 +1,326 @@
+// The actor runtime: node actors, pipelining, errors, tracing, encoded edges.
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+#include <actorflow/allocator.h>
+
+#include <atomic>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "test_util.h"
+
+namespace af = actorflow;
+
+namespace {
+
+af::Tensor vec(std::vector<float> v) { return af::Tensor::from_vector(v); }
+
+af::SessionOptions sequential() {
+  af::SessionOptions o;
+  o.executor = "sequential";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("diamond graph") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1}, "x");
+  auto b = x * 2.0;
+  auto c = x + 3.0;
+  auto d = b * c;
+  af::Session sess(g);
+  auto out = sess.run({d, b}, {{x, vec({1, 2})}});
+  REQUIRE(out.ok());
+  CHECK((*out)[0].to_vector<float>() == std::vector<float>{8, 20});
+  CHECK((*out)[1].to_vector<float>() == std::vector<float>{2, 4});
+}
+
+TEST_CASE("wide graph: 200 branches joined by add_n") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {2}, "x");
+  std::vector<af::Output> branches;
+  for (int i = 0; i < 200; ++i) branches.push_back(x * static_cast<double>(i));
+  auto total = af::add_n(branches);
+  af::Session sess(g);
+  auto out = sess.run({total}, {{x, vec({1, 2})}});
+  REQUIRE(out.ok());
+  float s = 199 * 200 / 2;
+  CHECK((*out)[0].to_vector<float>() == std::vector<float>{s, 2 * s});
+}
+
+TEST_CASE("a 1,000-node chain, run for several steps") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {}, "x");
+  auto one = af::constant(g, 1.0f, "one");
+  af::Output y = x;
+  for (int i = 0; i < 1000; ++i) y = y + one;
+  af::Session sess(g);
+  for (int step = 0; step < 5; ++step) {
+    auto out = sess.run({y}, {{x, af::Tensor::scalar(static_cast<float>(step))}});
+    REQUIRE(out.ok());
+    CHECK((*out)[0].item<float>() == doctest::Approx(1000.0 + step));
+  }
+}
+
+TEST_CASE("8 concurrent steps from 8 threads, with edge capacity 1") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {}, "x");
+  af::Output y = x;
+  for (int i = 0; i < 50; ++i) y = (y + x) * 0.5;  // converges towards x
+  af::SessionOptions opts;
+  opts.edge_capacity = 1;
+  af::Session sess(g, opts);
+  af::Session ref(g, sequential());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 50; ++k) {
+        float v = static_cast<float>(t * 100 + k);
+        auto out = sess.run({y}, {{x, af::Tensor::scalar(v)}});
+        if (!out.ok() || std::fabs((*out)[0].item<float>() - v) > 1e-3f * (1 + v)) failures++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+}
+
+TEST_CASE("variables keep their values across runs; init through run_init") {
+  af::Graph g;
+  auto v = af::variable(g, af::zeros({2}), "v");
+  auto inc = af::assign_add(v, af::constant(g, std::vector<float>{1, 2}, af::Shape{2}));
+  af::Session sess(g);
+  REQUIRE(sess.run_init().ok());
+  for (int i = 0; i < 10; ++i) REQUIRE(sess.run({}, {}, {af::Operation(inc)}).ok());
+  auto out = sess.run({v});
+  REQUIRE(out.ok());
+  CHECK((*out)[0].to_vector<float>() == std::vector<float>{10, 20});
+}
+
+TEST_CASE("errors fail the step, name the node, and leave the session usable") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::i32, {-1}, "x");
+  auto d = af::placeholder(g, af::i32, {-1}, "d");
+  auto q = af::div(x, d, "quotient");
+  auto r = q + x;  // downstream of the failing node
+  auto other = x * x;  // a branch that does not fail
+  af::Session sess(g);
+  auto ok = af::Tensor::from_vector<int32_t>({6, 8});
+  auto two = af::Tensor::from_vector<int32_t>({2, 2});
+  auto zero = af::Tensor::from_vector<int32_t>({2, 0});
+
+  SUBCASE("missing feed names the placeholder") {
+    auto out = sess.run({r}, {{x, ok}});
+    REQUIRE_FALSE(out.ok());
+    CHECK(out.status().message().find("'d'") != std::string::npos);
+  }
+  SUBCASE("wrong dtype and wrong shape name the fed tensor") {
+    auto bad_dtype = sess.run({r}, {{x, ok}, {d, af::Tensor::from_vector<float>({1, 2})}});
+    REQUIRE_FALSE(bad_dtype.ok());
+    CHECK(bad_dtype.status().message().find("d:0") != std::string::npos);
+    auto bad_shape = sess.run({r}, {{x, ok}, {d, af::Tensor::from_vector<int32_t>({1, 2}, {1, 2})}});
+    REQUIRE_FALSE(bad_shape.ok());
+    CHECK(bad_shape.status().message().find("[1,2]") != std::string::npos);
+  }
+  SUBCASE("a kernel error names the node; the next steps work") {
+    for (int i = 0; i < 3; ++i) {
+      auto bad = sess.run({r, other}, {{x, ok}, {d, zero}});
+      REQUIRE_FALSE(bad.ok());
+      CHECK(bad.status().message().find("quotient") != std::string::npos);
+      CHECK(bad.status().message().find("division by zero") != std::string::npos);
+      auto good = sess.run({r, other}, {{x, ok}, {d, two}});
+      REQUIRE(good.ok());
+      CHECK((*good)[0].to_vector<int32_t>() == std::vector<int32_t>{9, 12});
+      CHECK((*good)[1].to_vector<int32_t>() == std::vector<int32_t>{36, 64});
+    }
+  }
+}
+
+TEST_CASE("unknown op or missing kernel fails at session creation") {
+  af::Graph g;
+  af::Node n;
+  n.name = "mystery";
+  n.op = "NoSuchOp";
+  auto added = g.add_node_raw(n);
+  CHECK_FALSE(added.ok());  // unknown ops cannot even enter a graph
+  auto x = af::constant(g, 1.0f);
+  (void)x;
+  auto s = af::Session::create(g);
+  CHECK(s.ok());
+}
+
+TEST_CASE("encoded edges give identical results") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1, 3}, "x");
+  auto w = af::constant(g, std::vector<float>{1, -2, 3}, af::Shape{3});
+  auto y = af::maximum(x * w, x + w) - x;
+  auto z = af::add_n({y, x, y});
+  af::Tensor in = af::Tensor::from_vector<float>({1, 2, 3, -4, 5, -6}, {2, 3});
+  af::SessionOptions enc;
+  enc.encode_all_edges = true;
+  af::Session plain(g), encoded(g, enc);
+  auto a = plain.run({z, y}, {{x, in}});
+  auto b = encoded.run({z, y}, {{x, in}});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK((*a)[0].equals((*b)[0]));
+  CHECK((*a)[1].equals((*b)[1]));
+  // An error crosses an encoded edge too.
+  af::Graph g2;
+  auto p = af::placeholder(g2, af::i32, {}, "p");
+  auto q = af::div(p, p, "q") + p;
+  af::Session enc2(g2, enc);
+  auto bad = enc2.run({q}, {{p, af::Tensor::scalar(int32_t{0})}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("'q'") != std::string::npos);
+}
+
+TEST_CASE("independent heavy branches overlap in time (trace)") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {1 << 20}, "x");
+  auto branch = [&](const std::string& name) {
+    af::NameScope s(g, name);
+    af::Output y = x;
+    for (int i = 0; i < 6; ++i) y = af::maximum(y * 1.0001, y - 0.5);
+    return y;
+  };
+  auto a = branch("left");
+  auto b = branch("right");
+  std::string path = "trace_overlap.json";
+  af::SessionOptions opts;
+  opts.trace = true;
+  opts.trace_path = path;
+  opts.intra_op_threads = 1;
+  {
+    af::Session sess(g, opts);
+    af::Tensor in = af::Tensor::filled(af::f32, {1 << 20}, 1.0);
+    for (int i = 0; i < 5; ++i) REQUIRE(sess.run({a, b}, {{x, in}}).ok());
+    REQUIRE(sess.close().ok());
+  }
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string json = ss.str();
+  CHECK(json.find("\"traceEvents\"") != std::string::npos);
+  CHECK(json.find("left/") != std::string::npos);
+  CHECK(json.find("\"ph\":\"X\"") != std::string::npos);
+  // Parse (name, ts, dur, tid) and look for a left and a right kernel overlapping.
+  struct Ev { bool left; double ts, end; long tid; };
+  std::vector<Ev> evs;
+  size_t pos = 0;
+  while ((pos = json.find("{\"name\":\"", pos)) != std::string::npos) {
+    size_t name_end = json.find('"', pos + 9);
+    std::string name = json.substr(pos + 9, name_end - pos - 9);
+    size_t ts = json.find("\"ts\":", pos), dur = json.find("\"dur\":", pos), tid = json.find("\"tid\":", pos);
+    size_t next = json.find("{\"name\":\"", pos + 1);
+    if (ts < next && (name.rfind("left/", 0) == 0 || name.rfind("right/", 0) == 0)) {
+      double t0 = std::stod(json.substr(ts + 5));
+      double d = std::stod(json.substr(dur + 6));
+      evs.push_back({name.rfind("left/", 0) == 0, t0, t0 + d, std::stol(json.substr(tid + 6))});
+    }
+    pos = name_end;
+  }
+  CHECK(evs.size() >= 2 * 6 * 3 * 5);
+  bool overlap = false;
+  for (auto& l : evs)
+    for (auto& r : evs)
+      if (l.left && !r.left && l.ts < r.end && r.ts < l.end && l.tid != r.tid) overlap = true;
+  CHECK(overlap);
+}
+
+TEST_CASE("close: later runs fail, destructor does not hang") {
+  af::Graph g;
+  auto x = af::constant(g, 2.0f) * af::constant(g, 3.0f);
+  af::Session sess(g);
+  REQUIRE(sess.run({x}).ok());
+  REQUIRE(sess.close().ok());
+  CHECK_FALSE(sess.run({x}).ok());
+}
+
+// ---- property test: random DAGs under concurrency vs the sequential evaluator ----
+
+namespace {
+
+struct RandomGraph {
+  af::Graph g;
+  af::Output x;
+  std::vector<af::Output> fetches;
+};
+
+void build_random_dag(RandomGraph& rg, std::mt19937& rng) {
+  auto& g = rg.g;
+  rg.x = af::placeholder(g, af::f32, {-1, 4}, "x");
+  std::vector<af::Output> pool{rg.x, af::constant(g, std::vector<float>{0.5f, -1, 2, 0.25f}, af::Shape{4})};
+  int n = 5 + static_cast<int>(rng() % 40);
+  for (int i = 0; i < n; ++i) {
+    auto pick = [&] { return pool[rng() % pool.size()]; };
+    af::Output a = pick(), b = pick(), y;
+    switch (rng() % 9) {
+      case 0: y = a + b; break;
+      case 1: y = a - b; break;
+      case 2: y = a * b; break;
+      case 3: y = af::maximum(a, b); break;
+      case 4: y = af::minimum(a, b); break;
+      case 5: y = a.shape() == b.shape() ? af::add_n({a, b, a}) : a + b + a; break;
+      case 6: y = af::identity(a); break;
+      case 7: y = a * 0.5; break;
+      default: y = (a + b) / 3.0; break;
+    }
+    pool.push_back(y);
+  }
+  int k = 1 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < k; ++i) rg.fetches.push_back(pool[pool.size() - 1 - rng() % std::min<size_t>(pool.size() - 2, 6)]);
+}
+
+}  // namespace
+
+TEST_CASE("property: 200 random DAGs with concurrent steps equal the sequential evaluator") {
+  std::mt19937 rng(1234);
+  int checked = 0;
+  for (int gi = 0; gi < 200; ++gi) {
+    RandomGraph rg;
+    build_random_dag(rg, rng);
+    af::SessionOptions opts;
+    opts.edge_capacity = 1 + static_cast<int>(rng() % 3);
+    af::Session sess(rg.g, opts);
+    af::Session ref(rg.g, sequential());
+    std::vector<af::Fetch> fetches(rg.fetches.begin(), rg.fetches.end());
+    constexpr int kThreads = 4, kSteps = 6;
+    std::vector<std::vector<af::Tensor>> inputs(kThreads * kSteps);
+    for (auto& in : inputs) {
+      std::vector<float> v(8);
+      for (auto& e : v) e = static_cast<float>(static_cast<int>(rng() % 21) - 10) / 4.0f;
+      in.push_back(af::Tensor::from_vector(v, {2, 4}));
+    }
+    std::vector<std::vector<af::Tensor>> got(inputs.size());
+    std::vector<std::thread> threads;
+    std::atomic<int> errors{0};
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int s = 0; s < kSteps; ++s) {
+          size_t i = static_cast<size_t>(t * kSteps + s);
+          auto out = sess.run(fetches, {{rg.x, inputs[i][0]}});
+          if (!out.ok()) errors++;
+          else got[i] = *out;
+        }
+      });
+    for (auto& th : threads) th.join();
+    REQUIRE(errors.load() == 0);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto want = ref.run(fetches, {{rg.x, inputs[i][0]}});
+      REQUIRE(want.ok());
+      for (size_t f = 0; f < fetches.size(); ++f) {
+        INFO("graph " << gi << " input " << i << " fetch " << f);
+        CHECK(got[i][f].equals((*want)[f]));
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked == 200 * 24);
+}
