@@ -1,5 +1,6 @@
 #include "actor_system.h"
 
+#include <cstdlib>
 #include <thread>
 
 namespace actorflow::runtime {
@@ -14,7 +15,9 @@ caf::actor_system& actor_system() {
     cfg->set("scheduler.max-threads", threads);
     // Poll hard for a while before backing off: a step's next message usually comes
     // within microseconds, and a sleeping worker takes ~100 us to wake on our VMs.
-    cfg->set("work-stealing.aggressive-poll-attempts", size_t{2000});
+    size_t aggressive = 2000;
+    if (const char* v = std::getenv("AF_CAF_AGGRESSIVE_POLLS")) aggressive = std::strtoull(v, nullptr, 10);
+    cfg->set("work-stealing.aggressive-poll-attempts", aggressive);
     cfg->set("work-stealing.moderate-poll-attempts", size_t{200});
     cfg->set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
     cfg->set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(5)});

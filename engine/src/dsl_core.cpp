@@ -163,6 +163,12 @@ Output update(const std::string& op, const Output& var, const Output& value, con
 }
 }  // namespace
 
+Output read_variable(const Output& var, const std::string& name) {
+  if (!var.valid() || var.node().op != "VariableV2")
+    throw Error(invalid_argument("read_variable '" + name + "': the argument must be a variable"));
+  return add(graph_of(var), "ReadVariable", name, {}, {{"variable", var.node().name}});
+}
+
 Output assign(const Output& var, const Output& value, const std::string& name) { return update("Assign", var, value, name); }
 Output assign_add(const Output& var, const Output& value, const std::string& name) { return update("AssignAdd", var, value, name); }
 Output assign_sub(const Output& var, const Output& value, const std::string& name) { return update("AssignSub", var, value, name); }

@@ -1,6 +1,7 @@
 #include "actorflow/tensor.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 
@@ -189,11 +190,28 @@ std::string Tensor::to_string() const {
   }
   bool summarize = num_elements_ > kSummarizeOver;
   std::vector<std::string> elems(static_cast<size_t>(num_elements_));
+  for (int64_t i = 0; i < num_elements_; ++i) elems[static_cast<size_t>(i)] = format_element(*this, i);
   size_t width = 0;
-  for (int64_t i = 0; i < num_elements_; ++i) {
-    elems[static_cast<size_t>(i)] = format_element(*this, i);
-    if (elems[static_cast<size_t>(i)].size() > width) width = elems[static_cast<size_t>(i)].size();
+  if (dtype_ == DType::f32 || dtype_ == DType::f64) {
+    // numpy aligns floats on the decimal point: pad the integer part on the left and
+    // the fraction on the right.
+    bool plain = true;
+    size_t int_w = 0, frac_w = 0;
+    for (auto& e : elems) {
+      size_t dot = e.find('.');
+      if (dot == std::string::npos) { plain = false; break; }
+      int_w = std::max(int_w, dot);
+      frac_w = std::max(frac_w, e.size() - dot - 1);
+    }
+    if (plain) {
+      for (auto& e : elems) {
+        size_t dot = e.find('.');
+        e = std::string(int_w - dot, ' ') + e + std::string(frac_w - (e.size() - dot - 1), ' ');
+      }
+    }
   }
+  if (dtype_ != DType::string)
+    for (auto& e : elems) width = std::max(width, e.size());
   std::string out;
   print_rec(*this, elems, 0, 0, num_elements_, summarize, width, out);
   return out;

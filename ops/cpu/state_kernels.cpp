@@ -40,18 +40,24 @@ class NoOpKernel : public OpKernel {
   void compute(OpKernelContext&) override {}
 };
 
+// VariableV2 reads its own state; ReadVariable reads the variable named by its attribute,
+// at the moment it fires (after its control dependencies).
 class VariableKernel : public OpKernel {
  public:
-  using OpKernel::OpKernel;
+  explicit VariableKernel(const Node& n) : OpKernel(n), variable_(n.op == "VariableV2" ? n.name : n.attr_string("variable")) {}
   void compute(OpKernelContext& ctx) override {
-    auto var = ctx.resources()->variable(name());
+    const std::string& name = variable_;
+    auto var = ctx.resources()->variable(name);
     std::lock_guard<std::mutex> lock(var->mu);
     if (!var->value.valid()) {
-      ctx.fail(failed_precondition("variable '" + name() + "' is used before it was initialized (run Session::run_init())"));
+      ctx.fail(failed_precondition("variable '" + name + "' is used before it was initialized (run Session::run_init())"));
       return;
     }
     ctx.set_output(0, var->value);
   }
+
+ private:
+  std::string variable_;
 };
 
 // Assign stores the value; AssignAdd/Sub update in place when no reader holds the
@@ -116,6 +122,7 @@ AF_REGISTER_KERNEL("Identity", DeviceType::CPU, ForwardKernel);
 AF_REGISTER_KERNEL("StopGradient", DeviceType::CPU, ForwardKernel);
 AF_REGISTER_KERNEL("NoOp", DeviceType::CPU, NoOpKernel);
 AF_REGISTER_KERNEL("VariableV2", DeviceType::CPU, VariableKernel);
+AF_REGISTER_KERNEL("ReadVariable", DeviceType::CPU, VariableKernel);
 
 struct AssignKernel : UpdateKernel { explicit AssignKernel(const Node& n) : UpdateKernel(n, Mode::assign) {} };
 struct AssignAddKernel : UpdateKernel { explicit AssignAddKernel(const Node& n) : UpdateKernel(n, Mode::add) {} };

@@ -61,6 +61,15 @@ AF_REGISTER_OP("Assign").inputs(1).stateful().required_attr("variable").shape_fn
 AF_REGISTER_OP("AssignAdd").inputs(1).stateful().required_attr("variable").shape_fn(update_shape);
 AF_REGISTER_OP("AssignSub").inputs(1).stateful().required_attr("variable").shape_fn(update_shape);
 
+AF_REGISTER_OP("ReadVariable").inputs(0).stateful().required_attr("variable").shape_fn([](ShapeContext& c) {
+  std::string var_name = c.node().attr_string("variable");
+  const Node* var = c.graph().find_node(var_name);
+  if (!var || var->op != "VariableV2")
+    return c.error("attribute 'variable' must name a VariableV2 node, got '" + var_name + "'");
+  c.set_output(0, var->output_dtypes[0], var->output_shapes[0]);
+  return Status::OK();
+});
+
 AF_REGISTER_OP("Identity").inputs(1).shape_fn(shape_fns::unchanged);
 AF_REGISTER_OP("StopGradient").inputs(1).shape_fn(shape_fns::unchanged);
 AF_REGISTER_OP("NoOp").inputs(0).outputs(0).shape_fn([](ShapeContext&) { return Status::OK(); });

@@ -54,6 +54,10 @@ Output initial_value(Graph& g, const Initializer& init, const std::string& name 
 // the "variables" (and "trainable_variables") and "init_ops" collections.
 Output variable(Graph& g, const Initializer& init, const std::string& name = "Variable", bool trainable = true);
 
+// The variable's value at the moment this op runs (after its control dependencies),
+// where the variable's own output is its value when the step reached it.
+Output read_variable(const Output& var, const std::string& name = "read");
+
 // Random tensors (seed -1: derived from the graph seed and an op counter).
 Output random_normal_op(Graph& g, Shape shape, double mean = 0, double stddev = 1, int64_t seed = -1, DType dtype = DType::f32);
 Output random_uniform_op(Graph& g, Shape shape, double minval = 0, double maxval = 1, int64_t seed = -1, DType dtype = DType::f32);
