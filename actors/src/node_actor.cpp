@@ -20,6 +20,12 @@ caf::behavior NodeActor::make_behavior() {
         ++credits_[static_cast<size_t>(credit)];
         try_fire();
       },
+      [this](done_atom, int64_t step) {
+        if (!running_ || running_->step != step) return;
+        std::unique_ptr<Running> r = std::move(running_);
+        finish(r->step, r->state, r->ctx.get(), nullptr, r->t0);
+        try_fire();
+      },
   };
 }
 
@@ -59,13 +65,13 @@ void NodeActor::on_input(EdgeMsg& m) {
 void NodeActor::try_fire() {
   // Steps fire strictly in order, and only with a credit on every out edge: with both
   // rules, a finite credit count can never deadlock (the oldest step always has room).
-  while (!window_.empty() && window_.front().live && window_.front().remaining == 0) {
+  while (!running_ && !window_.empty() && window_.front().live && window_.front().remaining == 0) {
     for (int c : credits_)
       if (c <= 0) return;
     Slot s = std::move(window_.front());
     window_.pop_front();
-    fire(s, next_step_);
-    ++next_step_;
+    int64_t step = next_step_++;
+    fire(s, step);
   }
 }
 
@@ -93,31 +99,51 @@ void NodeActor::send_edge(const OutEdge& e, int64_t step, const Tensor& t, const
 }
 
 void NodeActor::fire(Slot& s, int64_t step) {
-  std::shared_ptr<const Status> err = s.error;
-  std::vector<Tensor> outputs;
-  const ExecutorEnv& env = shared_->env;
-  if (!err) {
-    OpKernelContext ctx(*rt_.node, std::move(s.inputs), env.device, env.resources, s.state->step_id());
-    int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
-    rt_.kernel->compute(ctx);
-    if (env.tracer)
-      env.tracer->record({rt_.node->name, rt_.node->op, shared_->device_name, s.state->step_id(), trace_thread_id(), t0,
-                          env.tracer->now_ns()});
-    Status st = ctx.status();
-    if (st.ok()) st = check_outputs(*rt_.node, ctx.outputs());
-    if (!st.ok()) err = std::make_shared<Status>(std::move(st));
-    else outputs = std::move(ctx.outputs());
+  if (s.error) {
+    finish(step, s.state, nullptr, s.error, 0);
+    return;
   }
-  if (err) s.state->fail(*err);
+  const ExecutorEnv& env = shared_->env;
+  auto ctx = std::make_unique<OpKernelContext>(*rt_.node, std::move(s.inputs), env.device, env.resources, s.state->step_id());
+  int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
+  if (AsyncOpKernel* async = rt_.kernel->as_async()) {
+    running_ = std::make_unique<Running>();
+    running_->step = step;
+    running_->state = s.state;
+    running_->t0 = t0;
+    OpKernelContext& c = *ctx;
+    running_->ctx = std::move(ctx);
+    caf::actor self = caf::actor_cast<caf::actor>(this);
+    async->compute_async(c, [self, step] { caf::anon_send(self, done_atom::value, step); });
+    return;
+  }
+  rt_.kernel->compute(*ctx);
+  finish(step, s.state, ctx.get(), nullptr, t0);
+}
+
+void NodeActor::finish(int64_t step, const std::shared_ptr<StepState>& state, OpKernelContext* ctx,
+                       std::shared_ptr<const Status> err, int64_t t0) {
+  const ExecutorEnv& env = shared_->env;
+  std::vector<Tensor> outputs;
+  if (ctx) {
+    if (env.tracer)
+      env.tracer->record({rt_.node->name, rt_.node->op, shared_->device_name, state->step_id(), trace_thread_id(), t0,
+                          env.tracer->now_ns()});
+    Status st = ctx->status();
+    if (st.ok()) st = check_outputs(*rt_.node, ctx->outputs());
+    if (!st.ok()) err = std::make_shared<Status>(std::move(st));
+    else outputs = std::move(ctx->outputs());
+  }
+  if (err) state->fail(*err);
   static const Tensor kNone;
   for (size_t o = 0; o < rt_.out.size(); ++o)
-    for (const OutEdge& e : rt_.out[o]) send_edge(e, step, err ? kNone : outputs[o], err, s.state, static_cast<int>(o));
-  for (const OutEdge& e : rt_.control_out) send_edge(e, step, kNone, err, s.state, -1);
+    for (const OutEdge& e : rt_.out[o]) send_edge(e, step, err ? kNone : outputs[o], err, state, static_cast<int>(o));
+  for (const OutEdge& e : rt_.control_out) send_edge(e, step, kNone, err, state, -1);
   for (auto [o, r] : rt_.fetches) {
-    if (!err) s.state->set_result(r, outputs[static_cast<size_t>(o)]);
-    s.state->finish_one();
+    if (!err) state->set_result(r, outputs[static_cast<size_t>(o)]);
+    state->finish_one();
   }
-  for (int i = 0; i < rt_.finishes; ++i) s.state->finish_one();
+  for (int i = 0; i < rt_.finishes; ++i) state->finish_one();
   for (const InEdge& in : rt_.in_edges)
     if (in.producer >= 0) send(shared_->actors[static_cast<size_t>(in.producer)], credit_atom::value, static_cast<int32_t>(in.credit));
 }

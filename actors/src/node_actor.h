@@ -29,6 +29,7 @@ struct StartMsg {
 using input_atom = caf::atom_constant<caf::atom("input")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using credit_atom = caf::atom_constant<caf::atom("credit")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
 
 struct OutEdge {
   int consumer = -1;  // actor index
@@ -82,10 +83,21 @@ class NodeActor : public caf::event_based_actor {
     std::shared_ptr<StepState> state;
   };
 
+  // An async kernel in flight: the node fires nothing else until it is done.
+  struct Running {
+    int64_t step = 0;
+    std::unique_ptr<OpKernelContext> ctx;
+    std::shared_ptr<StepState> state;
+    int64_t t0 = 0;
+  };
+
   Slot& slot_for(int64_t step, const std::shared_ptr<StepState>& state);
   void on_input(EdgeMsg& m);
   void try_fire();
   void fire(Slot& s, int64_t step);
+  // Records the kernel's outcome and sends outputs, error tokens, fetches and credits.
+  void finish(int64_t step, const std::shared_ptr<StepState>& state, OpKernelContext* ctx,
+              std::shared_ptr<const Status> err, int64_t t0);
   void send_edge(const OutEdge& e, int64_t step, const Tensor& t, const std::shared_ptr<const Status>& err,
                  const std::shared_ptr<StepState>& state, int output);
 
@@ -95,6 +107,7 @@ class NodeActor : public caf::event_based_actor {
   std::deque<Slot> window_;  // window_[k] is step next_step_ + k
   int64_t next_step_ = 0;
   std::vector<int> credits_;
+  std::unique_ptr<Running> running_;
 };
 
 }  // namespace actorflow::runtime

@@ -2,6 +2,9 @@
 
 #include "actorflow/kernel.h"
 
+#include <condition_variable>
+#include <mutex>
+
 namespace actorflow {
 
 OpRegistry& OpRegistry::global() {
@@ -95,6 +98,19 @@ Result<std::unique_ptr<OpKernel>> KernelRegistry::create(const Node& node, Devic
     return not_found("node '" + node.name + "': no " + device_type_name(device) + " kernel registered for op '" + node.op + "'");
   }
   return it->second(node);
+}
+
+void AsyncOpKernel::compute(OpKernelContext& ctx) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  compute_async(ctx, [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    finished = true;
+    cv.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return finished; });
 }
 
 Tensor& OpKernelContext::allocate_output(int i, DType dtype, Shape shape) {

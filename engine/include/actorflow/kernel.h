@@ -72,17 +72,34 @@ class OpKernelContext {
   Status status_;
 };
 
+class AsyncOpKernel;
+
 class OpKernel {
  public:
   explicit OpKernel(const Node& node) : name_(node.name), op_(node.op) {}
   virtual ~OpKernel() = default;
   virtual void compute(OpKernelContext& ctx) = 0;
+  // Non-null for kernels that finish later (a GPU stream, an I/O wait).
+  virtual AsyncOpKernel* as_async() { return nullptr; }
   const std::string& name() const { return name_; }
   const std::string& op() const { return op_; }
 
  private:
   std::string name_;
   std::string op_;
+};
+
+// A kernel that starts its work and returns; `done` is called (from any thread) once
+// the outputs in ctx are set. The runtime never blocks a scheduler thread on it: the
+// node actor handles other messages until done arrives.
+class AsyncOpKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  using DoneCallback = std::function<void()>;
+  virtual void compute_async(OpKernelContext& ctx, DoneCallback done) = 0;
+  // For synchronous executors: starts the work and waits for it.
+  void compute(OpKernelContext& ctx) override;
+  AsyncOpKernel* as_async() override { return this; }
 };
 
 using KernelFactory = std::function<Result<std::unique_ptr<OpKernel>>(const Node&)>;
