@@ -1,0 +1,62 @@
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "actorflow/ops/cuda_info.h"
+
+namespace actorflow {
+namespace {
+
+__global__ void axpb_kernel(float* out, const float* in, float a, float b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * in[i] + b;
+}
+
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::OK();
+  return Status(Code::internal, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_name(int index) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return "unknown";
+  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")";
+}
+
+Status cuda_self_test(int index) {
+  AF_RETURN_IF_ERROR(cuda_status(cudaSetDevice(index), "cudaSetDevice"));
+  const int n = 1 << 20;
+  std::vector<float> host(n);
+  for (int i = 0; i < n; ++i) host[i] = static_cast<float>(i % 1000);
+  float *in = nullptr, *out = nullptr;
+  AF_RETURN_IF_ERROR(cuda_status(cudaMalloc(&in, n * sizeof(float)), "cudaMalloc"));
+  Status s = cuda_status(cudaMalloc(&out, n * sizeof(float)), "cudaMalloc");
+  if (s.ok()) s = cuda_status(cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), "copy to device");
+  if (s.ok()) {
+    axpb_kernel<<<(n + 255) / 256, 256>>>(out, in, 2.0f, 1.0f, n);
+    s = cuda_status(cudaGetLastError(), "kernel launch");
+  }
+  if (s.ok()) s = cuda_status(cudaMemcpy(host.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost), "copy to host");
+  cudaFree(in);
+  cudaFree(out);
+  AF_RETURN_IF_ERROR(s);
+  for (int i = 0; i < n; ++i)
+    if (host[i] != 2.0f * static_cast<float>(i % 1000) + 1.0f)
+      return Status(Code::internal, "GPU self-test computed a wrong value at element " + std::to_string(i));
+  return Status::OK();
+}
+
+}  // namespace actorflow
