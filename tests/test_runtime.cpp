@@ -5,6 +5,7 @@
 #include <actorflow/allocator.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -191,7 +192,7 @@ TEST_CASE("independent heavy branches overlap in time (trace)") {
   };
   auto a = branch("left");
   auto b = branch("right");
-  std::string path = "trace_overlap.json";
+  std::string path = (std::filesystem::temp_directory_path() / "af_trace_overlap.json").string();
   af::SessionOptions opts;
   opts.trace = true;
   opts.trace_path = path;
