@@ -2,6 +2,8 @@
 // Slice — values, every dtype family (numbers, bool, string), negative axes, scalars and
 // empty tensors, unknown dims at graph time, and errors at build and run time.
 #include <functional>
+#include <limits>
+#include <map>
 #include <numeric>
 
 #include "actorflow/kernel.h"
@@ -492,4 +494,57 @@ TEST_CASE("slice: out of bounds at build time, and at run time for unknown dims"
   CHECK_FALSE(bad.ok());
   CHECK(bad.code() == af::Code::out_of_range);
   CHECK(contains(bad.message(), "[2,4]"));
+}
+
+// ---------------------------------------------------------------- hostile GraphDefs
+
+TEST_CASE("shape functions reject bad attributes instead of crashing") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {2, 3}, "x");
+  const int64_t big = std::numeric_limits<int64_t>::max(), small = std::numeric_limits<int64_t>::min();
+  struct Case {
+    const char* op;
+    std::map<std::string, af::AttrValue> attrs;
+  };
+  const std::vector<Case> cases = {
+      {"Reshape", {{"shape", "not a shape"}}},
+      {"Reshape", {{"shape", af::Shape{2, -7}}}},
+      {"Reshape", {{"shape", af::Shape{big, big}}}},
+      {"Reshape", {}},
+      {"Transpose", {{"perm", af::AttrValue::Ints{5, 0}}}},
+      {"Transpose", {{"perm", af::AttrValue::Ints{0, 0}}}},
+      {"ExpandDims", {{"axis", big}}},
+      {"ExpandDims", {{"axis", small}}},
+      {"Squeeze", {{"axes", af::AttrValue::Ints{small}}}},
+      {"Concat", {{"axis", small}}},
+      {"Split", {{"num_split", int64_t{1} << 40}, {"axis", int64_t{0}}}},
+      {"Split", {{"num_split", int64_t{-1}}}},
+      {"Split", {{"axis", int64_t{0}}}},
+      {"SplitV", {{"sizes", af::AttrValue::Ints{-3, 5}}}},
+      {"SplitV", {{"sizes", af::AttrValue::Ints{big, big}}}},
+      {"Slice", {{"begin", af::AttrValue::Ints{big, 0}}, {"size", af::AttrValue::Ints{1, 1}}}},
+      {"Slice", {{"begin", af::AttrValue::Ints{0, 0}}, {"size", af::AttrValue::Ints{big, 1}}}},
+      {"Slice", {{"begin", af::AttrValue::Ints{0, 0}}}},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    af::Node n;
+    n.name = "bad" + std::to_string(i++);
+    n.op = c.op;
+    n.inputs = {x.endpoint()};
+    n.attrs = c.attrs;
+    CAPTURE(n.name);
+    CAPTURE(c.op);
+    auto r = g.add_node_raw(std::move(n));
+    CHECK_FALSE(r.ok());
+  }
+  // Attributes of the wrong kind fall back to defaults where that is harmless.
+  af::Node mm;
+  mm.name = "mm";
+  mm.op = "MatMul";
+  mm.inputs = {x.endpoint(), x.endpoint()};
+  mm.attrs = {{"transpose_a", "yes"}, {"transpose_b", true}};
+  auto r = g.add_node_raw(std::move(mm));
+  REQUIRE(r.ok());
+  CHECK(r->output(0).shape() == af::Shape{2, 2});
 }

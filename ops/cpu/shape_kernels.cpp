@@ -114,56 +114,52 @@ class SqueezeKernel : public OpKernel {
 
 // ---- Transpose ----
 
-// out[j, i] = in[i, j] for `batch` stacked [rows, cols] matrices, in square tiles so
-// both the reads and the writes stay within a few cache lines per tile row.
+// Any permutation that moves the innermost input dim. Two dims matter: the input's
+// innermost (unit stride in the input, output position `q`) and the output's innermost
+// (unit stride in the output). For each index of the other dims, the plane they span is
+// transposed in 16x16 tiles, each output row of a tile written in one contiguous run;
+// 16 (not 32) keeps the tile's input lines resident even when power-of-two strides make
+// them alias in L1 (measured: 2048x2048 f32 ~1.4x faster than with 32x32 tiles).
 template <typename T>
-void transpose_2d(const T* in, T* out, int64_t batch, int64_t rows, int64_t cols, const DeviceContext* dev) {
-  constexpr int64_t kTile = 32;
-  const int64_t row_tiles = (rows + kTile - 1) / kTile;
-  const int64_t matrix = rows * cols;
-  const int64_t cost = kTile * std::min(cols, kTile * 8) * (std::is_trivially_copyable_v<T> ? 1 : 10);
-  dev->parallel_for(batch * row_tiles, cost, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t b = t / row_tiles;
-      const int64_t r0 = (t % row_tiles) * kTile, r1 = std::min(rows, r0 + kTile);
-      const T* src = in + b * matrix;
-      T* dst = out + b * matrix;
-      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-        const int64_t c1 = std::min(cols, c0 + kTile);
-        for (int64_t c = c0; c < c1; ++c)
-          for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
-      }
-    }
-  });
-}
-
-// Any permutation: each output row gathers with the input stride of the last output dim.
-template <typename T>
-void transpose_general(const T* in, T* out, const std::vector<int64_t>& out_dims, const std::vector<int64_t>& src_strides,
-                       const DeviceContext* dev) {
+void transpose_tiled(const T* in, T* out, const std::vector<int64_t>& out_dims, const std::vector<int64_t>& src_strides,
+                     const DeviceContext* dev) {
+  constexpr int64_t kTile = 16;
   const int r = static_cast<int>(out_dims.size());
-  const int64_t inner = out_dims.back();
-  const int64_t step = src_strides.back();
-  int64_t rows = 1;
-  for (int i = 0; i + 1 < r; ++i) rows *= out_dims[static_cast<size_t>(i)];
-  dev->parallel_for(rows, inner * 2 + 10, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> idx(static_cast<size_t>(r), 0);
-    int64_t so = 0, rem = begin;
-    for (int i = r - 2; i >= 0; --i) {
-      const size_t k = static_cast<size_t>(i);
-      idx[k] = rem % out_dims[k];
-      rem /= out_dims[k];
-      so += idx[k] * src_strides[k];
-    }
-    for (int64_t row = begin; row < end; ++row) {
-      T* dst = out + row * inner;
-      for (int64_t j = 0; j < inner; ++j) dst[j] = in[so + j * step];
-      for (int i = r - 2; i >= 0; --i) {
-        const size_t k = static_cast<size_t>(i);
-        so += src_strides[k];
-        if (++idx[k] < out_dims[k]) break;
-        so -= src_strides[k] * out_dims[k];
-        idx[k] = 0;
+  const std::vector<int64_t> dst_strides = strides_of(out_dims);
+  int q = 0;
+  while (src_strides[static_cast<size_t>(q)] != 1) ++q;
+  const int64_t ni = out_dims[static_cast<size_t>(q)], di = dst_strides[static_cast<size_t>(q)];
+  const int64_t nj = out_dims.back(), sj = src_strides.back();
+  // The remaining dims, outermost first.
+  std::vector<int64_t> odims, osrc, odst;
+  for (int k = 0; k + 1 < r; ++k) {
+    if (k == q) continue;
+    odims.push_back(out_dims[static_cast<size_t>(k)]);
+    osrc.push_back(src_strides[static_cast<size_t>(k)]);
+    odst.push_back(dst_strides[static_cast<size_t>(k)]);
+  }
+  int64_t planes = 1;
+  for (int64_t d : odims) planes *= d;
+  const int64_t itiles = (ni + kTile - 1) / kTile;
+  const int64_t cost = kTile * nj * (std::is_trivially_copyable_v<T> ? 1 : 20) + 50;
+  dev->parallel_for(planes * itiles, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      int64_t plane = unit / itiles, so = 0, dof = 0;
+      for (int k = static_cast<int>(odims.size()) - 1; k >= 0; --k) {
+        const size_t u = static_cast<size_t>(k);
+        const int64_t idx = plane % odims[u];
+        plane /= odims[u];
+        so += idx * osrc[u];
+        dof += idx * odst[u];
+      }
+      const int64_t i0 = (unit % itiles) * kTile, i1 = std::min(ni, i0 + kTile);
+      for (int64_t j0 = 0; j0 < nj; j0 += kTile) {
+        const int64_t j1 = std::min(nj, j0 + kTile);
+        for (int64_t i = i0; i < i1; ++i) {
+          const T* src = in + so + i;
+          T* dst = out + dof + i * di;
+          for (int64_t j = j0; j < j1; ++j) dst[j] = src[j * sj];
+        }
       }
     }
   });
@@ -216,12 +212,8 @@ class TransposeKernel : public OpKernel {
       if (cperm.back() == cr - 1) {
         // The innermost dim stays innermost: copy whole runs.
         copy_block(in, src_strides, po, strides_of(cout), cout, dev);
-      } else if (cr == 2) {
-        transpose_2d(in, po, 1, dims[0], dims[1], dev);
-      } else if (cr == 3 && cperm[0] == 0 && cperm[1] == 2 && cperm[2] == 1) {
-        transpose_2d(in, po, dims[0], dims[1], dims[2], dev);
       } else {
-        transpose_general(in, po, cout, src_strides, dev);
+        transpose_tiled(in, po, cout, src_strides, dev);
       }
     });
     if (!ok) ctx.fail(std::string("unsupported dtype ") + dtype_name(x.dtype()));

@@ -51,7 +51,8 @@ Status reshape_shape(ShapeContext& c) {
     return c.error("cannot reshape " + c.describe_input(0) + " to " + ints_to_string(target.dims()) + ": " + why);
   };
   if (in.is_fully_defined()) {
-    const int64_t n = in.num_elements();
+    int64_t n = 0;
+    if (!known_product(in.dims(), &n)) return c.error("input " + c.describe_input(0) + " is too large");
     if (inferred < 0) {
       if (n != want)
         return mismatch(std::to_string(n) + " elements vs " + std::to_string(want));

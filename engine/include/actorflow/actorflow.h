@@ -4,6 +4,7 @@
 #include "actorflow/dsl_array.h"
 #include "actorflow/dsl_core.h"
 #include "actorflow/dsl_math.h"
+#include "actorflow/gradients.h"
 #include "actorflow/graph.h"
 #include "actorflow/session.h"
 #include "actorflow/shape.h"
