@@ -189,11 +189,14 @@ TEST_CASE("large reductions: f32 sum of 1e6+ values keeps precision; rows, colum
   auto cr = c(g, r, af::Shape{n});
   auto rows = c(g, r, af::Shape{4, n / 4});          // 4 long rows: split into chunks
   auto cols3 = c(g, std::vector<float>(r.begin(), r.begin() + 300000 * 3), af::Shape{300000, 3});
-  auto bias = c(g, std::vector<float>(r.begin(), r.begin() + 1000 * 1500), af::Shape{1000, 1500});
+  std::vector<float> r2 = ramp(1000 * 1500, -1.0f, 3.0f, 777);
+  auto bias = c(g, r2, af::Shape{1000, 1500});
   auto mid = c(g, std::vector<float>(r.begin(), r.begin() + 8 * 700 * 130), af::Shape{8, 700, 130});
+  auto wide = c(g, std::vector<float>(r.begin(), r.begin() + 200 * 5000), af::Shape{200, 5000});  // column tiles
   auto out = aft::eval(g, {af::reduce_sum(c1), af::reduce_sum(cr), af::reduce_mean(cr), af::reduce_max(cr), af::reduce_min(cr),
                            af::reduce_sum(rows, {1}), af::reduce_sum(cols3, {0}), af::reduce_sum(bias, {0}),
-                           af::reduce_mean(mid, {1}), af::reduce_max(bias, {0})});
+                           af::reduce_mean(mid, {1}), af::reduce_max(bias, {0}), af::reduce_sum(wide, {0}),
+                           af::reduce_min(wide, {0}), af::reduce_prod(cols3, {0})});
   const double want_ones = static_cast<double>(0.1f) * n;
   CHECK(out[0].item<float>() == doctest::Approx(want_ones).epsilon(1e-6));
   double sum = 0, mx = -kInf, mn = kInf;
@@ -208,10 +211,22 @@ TEST_CASE("large reductions: f32 sum of 1e6+ values keeps precision; rows, colum
   CHECK(out[4].item<float>() == static_cast<float>(mn));
   check_close(out[5], reference("Sum", as_double(r), {4, n / 4}, {1}), 1e-6);
   check_close(out[6], reference("Sum", as_double(std::vector<float>(r.begin(), r.begin() + 900000)), {300000, 3}, {0}), 1e-6);
-  check_close(out[7], reference("Sum", as_double(std::vector<float>(r.begin(), r.begin() + 1500000)), {1000, 1500}, {0}), 1e-5);
+  check_close(out[7], reference("Sum", as_double(r2), {1000, 1500}, {0}), 1e-6);
   check_close(out[8], reference("Mean", as_double(std::vector<float>(r.begin(), r.begin() + 8 * 700 * 130)), {8, 700, 130}, {1}),
               1e-5);
-  check_close(out[9], reference("Max", as_double(std::vector<float>(r.begin(), r.begin() + 1500000)), {1000, 1500}, {0}), 0);
+  check_close(out[9], reference("Max", as_double(r2), {1000, 1500}, {0}), 0);
+  std::vector<double> wide_d = as_double(std::vector<float>(r.begin(), r.begin() + 200 * 5000));
+  check_close(out[10], reference("Sum", wide_d, {200, 5000}, {0}), 1e-6);
+  check_close(out[11], reference("Min", wide_d, {200, 5000}, {0}), 0);
+  check_close(out[12], reference("Prod", as_double(std::vector<float>(r.begin(), r.begin() + 900000)), {300000, 3}, {0}), 1e-6);
+
+  // A float32 product accumulates in double: only the final value is rounded to float.
+  af::Graph g2;
+  auto p = c<float>(g2, {1e30f, 1e30f, 1e-30f, 1e-30f, 1e20f, 1e20f, 1e-20f, 1e-20f}, af::Shape{2, 4});
+  auto po = aft::eval(g2, {af::reduce_prod(p), af::reduce_prod(p, {1}), af::reduce_prod(p, {0})});
+  check_close(po[0], {1}, 1e-6);
+  check_close(po[1], {1, 1}, 1e-6);
+  check_close(po[2], {kInf, kInf, 0, 0});  // 1e50 and 1e-50 are out of float range
 }
 
 TEST_CASE("reductions: scalars, empty tensors, NaN") {

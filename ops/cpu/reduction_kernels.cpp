@@ -3,13 +3,14 @@
 // The input's dims are first simplified: size-1 dims are dropped and adjacent dims that
 // are all reduced or all kept are merged. The common layouts then have fast paths:
 //   [R]        everything        -> chunked contiguous reduction, chunks in parallel
-//   [K, R]     rows (last axes)  -> one contiguous reduction per row
+//   [K, R]     rows (last axes)  -> one contiguous reduction per row (chunked if long)
 //   [R, K]     columns (a bias gradient [N,D] -> [D]) and
-//   [K, R, K]  (middle axes)     -> vectorized column tiles
+//   [K, R, K]  (middle axes)     -> whole rows streamed into per-column accumulators
 // and anything else takes a strided path over output elements.
 //
-// Results depend only on the shapes, never on the thread count: work is split into
-// fixed-size chunks whose partial results are merged in order.
+// Results depend only on the shapes, never on the thread count: work that changes the
+// order of accumulation is split into shape-determined chunks whose partial results are
+// merged in order.
 //
 // Empty reductions: Sum gives 0, Prod 1, float Mean NaN (0/0), float Max/Min -inf/+inf
 // (as TF). Integer Max/Min and integer Mean over an empty axis fail at run time: there
@@ -81,33 +82,40 @@ class Reduction {
     }
   }
 
-  // `outer` blocks of [n rows, cols]: out[o, c] reduces in[o, :, c].
+  // `outer` blocks of [n rows, cols]: out[o, c] reduces in[o, :, c]. Units of work are
+  // (block, column tile, row range); row ranges of one column are merged in order.
   void columns(int64_t outer, int64_t n, int64_t cols) const {
-    const int64_t col_tiles = ceil_div(cols, reduce::kColChunk);
-    const int64_t tile = std::min(cols, reduce::kColChunk);
-    // Rows per unit: enough for ~kChunk elements, in whole flush blocks.
-    const int64_t rows_per = std::max<int64_t>(reduce::kRowBlock, ceil_div(kChunk / tile, reduce::kRowBlock) * reduce::kRowBlock);
+    constexpr int64_t kColTile = 4096;  // accumulators of a tile stay in L1/L2
+    // Row ranges change the summation order, so their length depends on the shape only;
+    // at least 256 rows keeps the partial results small next to the input.
+    const int64_t rows_per = std::max<int64_t>(256, ceil_div(kChunk, std::min(cols, kColTile)));
     const int64_t row_parts = ceil_div(n, rows_per);
+    // Column tiles do not change any column's order: narrow them (not below 512, where
+    // row segments get too short to stream) while there is too little parallel work.
+    int64_t tile = std::min(cols, kColTile);
+    while (tile >= 1024 && outer * ceil_div(cols, tile) * row_parts < 2 * dev_->num_threads() &&
+           outer * n * cols >= 4 * kChunk)
+      tile /= 2;
+    const int64_t col_tiles = ceil_div(cols, tile);
     const int64_t units = outer * col_tiles * row_parts;
     std::vector<Acc> part(row_parts > 1 ? static_cast<size_t>(outer * row_parts * cols) : 0);
     dev_->parallel_for(units, std::min(n, rows_per) * tile, [&](int64_t b, int64_t e) {
-      Acc acc[reduce::kColChunk];
+      std::vector<Acc> acc(static_cast<size_t>(tile));
       for (int64_t u = b; u < e; ++u) {
         const int64_t rp = u % row_parts;
         const int64_t ct = (u / row_parts) % col_tiles;
         const int64_t o = u / (row_parts * col_tiles);
-        const int64_t c0 = ct * reduce::kColChunk;
-        const int64_t cn = std::min(reduce::kColChunk, cols - c0);
-        const int64_t r0 = rp * rows_per;
-        const int64_t rn = std::min(rows_per, n - r0);
-        for (int64_t c = 0; c < cn; ++c) acc[c] = Rd::acc_id();
-        reduce::reduce_cols_tile<Rd>(in_ + (o * n + r0) * cols + c0, rn, cn, cols, acc);
+        const int64_t c0 = ct * tile, cn = std::min(tile, cols - c0);
+        const int64_t r0 = rp * rows_per, rn = std::min(rows_per, n - r0);
+        std::fill(acc.begin(), acc.end(), Rd::id());
+        const T* src = in_ + (o * n + r0) * cols + c0;
+        if (col_tiles == 1) reduce::reduce_columns<Rd>(src, rn, cols, acc.data());
+        else reduce::reduce_rows_into<Rd>(src, rn, cn, cols, acc.data());
         if (row_parts == 1) {
           T* dst = out_ + o * cols + c0;
-          for (int64_t c = 0; c < cn; ++c) dst[c] = Rd::finish(acc[c], count_);
+          for (int64_t c = 0; c < cn; ++c) dst[c] = Rd::finish(acc[static_cast<size_t>(c)], count_);
         } else {
-          Acc* dst = part.data() + (o * row_parts + rp) * cols + c0;
-          for (int64_t c = 0; c < cn; ++c) dst[c] = acc[c];
+          std::copy(acc.begin(), acc.begin() + cn, part.begin() + (o * row_parts + rp) * cols + c0);
         }
       }
     });
@@ -120,8 +128,8 @@ class Reduction {
       }
   }
 
-  // Any alternation of kept and reduced groups: each output element walks its reduced
-  // coordinates with an odometer.
+  // Any other alternation of kept and reduced groups: each output element walks its
+  // reduced coordinates with an odometer.
   void strided(const std::vector<Group>& groups, int64_t out_n) const {
     const size_t r = groups.size();
     std::vector<int64_t> stride(r);
@@ -144,38 +152,30 @@ class Reduction {
           base += (rem % kdims[i]) * kstr[i];
           rem /= kdims[i];
         }
-        Acc acc = Rd::acc_id();
-        typename Rd::Lane lane = Rd::lane_id();
-        int64_t in_lane = 0;
+        Acc acc = Rd::id();
         std::fill(idx.begin(), idx.end(), 0);
         const int64_t inner = rdims[nr - 1], istr = rstr[nr - 1];
         for (;;) {
           int64_t off = base;
           for (size_t i = 0; i + 1 < nr; ++i) off += idx[i] * rstr[i];
-          for (int64_t j = 0; j < inner; ++j) {
-            lane = Rd::step(lane, in_[off + j * istr]);
-            if (++in_lane == reduce::kBlock) {
-              acc = Rd::fold(acc, lane);
-              lane = Rd::lane_id();
-              in_lane = 0;
-            }
-          }
-          size_t d = nr - 1;
+          if (istr == 1) acc = Rd::merge(acc, reduce::reduce_contig<Rd>(in_ + off, inner));
+          else
+            for (int64_t j = 0; j < inner; ++j) acc = Rd::step(acc, in_[off + j * istr]);
+          size_t d = nr - 1;  // odometer over all but the innermost reduced group
           while (d-- > 0 && ++idx[d] == rdims[d]) idx[d] = 0;
           if (d == static_cast<size_t>(-1)) break;
         }
-        out_[o] = Rd::finish(Rd::fold(acc, lane), count_);
+        out_[o] = Rd::finish(acc, count_);
       }
     });
   }
 
   void run(const std::vector<Group>& g, int64_t out_n) const {
-    if (g.empty()) {  // nothing left to reduce: every output is one input element
-      for (int64_t i = 0; i < out_n; ++i) out_[i] = Rd::finish(Rd::fold(Rd::acc_id(), Rd::step(Rd::lane_id(), in_[i])), 1);
-    } else if (g.size() == 1 && g[0].reduced) {
+    if (g.empty() || (g.size() == 1 && !g[0].reduced)) {
+      // Only size-1 dims were reduced: every output is one input element.
+      for (int64_t i = 0; i < out_n; ++i) out_[i] = Rd::finish(Rd::step(Rd::id(), in_[i]), 1);
+    } else if (g.size() == 1) {
       rows(1, g[0].size);
-    } else if (g.size() == 1) {  // only size-1 dims were reduced
-      for (int64_t i = 0; i < out_n; ++i) out_[i] = Rd::finish(Rd::fold(Rd::acc_id(), Rd::step(Rd::lane_id(), in_[i])), 1);
     } else if (g.size() == 2 && g[1].reduced) {
       rows(g[0].size, g[1].size);
     } else if (g.size() == 2) {
@@ -189,7 +189,7 @@ class Reduction {
 
   // Every output element reduces an empty set.
   void fill_empty(int64_t out_n) const {
-    const T v = Rd::finish(Rd::acc_id(), 0);
+    const T v = Rd::finish(Rd::id(), 0);
     for (int64_t i = 0; i < out_n; ++i) out_[i] = v;
   }
 

@@ -36,7 +36,11 @@ inline T apply(T x) {
   } else if constexpr (K == U::sign) {
     // NaN stays NaN (numpy); sign(+-0) = 0.
     if constexpr (std::is_integral_v<T>) return static_cast<T>((x > 0) - (x < 0));
-    else return x != x ? x : static_cast<T>((x > 0) - (x < 0));
+    else {
+      T s = x > T(0) ? T(1) : T(0);  // written as selects so that it vectorizes
+      s = x < T(0) ? T(-1) : s;
+      return x != x ? x : s;
+    }
   } else if constexpr (K == U::square) {
     if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Unsigned<T>>(x) * static_cast<Unsigned<T>>(x));
     else return x * x;
@@ -209,8 +213,6 @@ template <typename S, typename D>
 inline D convert(S x) {
   if constexpr (std::is_same_v<D, bool>) {
     return x != S(0);
-  } else if constexpr (std::is_same_v<S, bool>) {
-    return x ? D(1) : D(0);
   } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
     constexpr S lo = static_cast<S>(std::numeric_limits<D>::lowest()) - S(1);
     constexpr S hi = static_cast<S>(std::numeric_limits<D>::max()) + S(1);
@@ -235,11 +237,20 @@ class CastKernel : public OpKernel {
       visit_dtype(to_, [&](auto d) {
         using D = decltype(d);
         Tensor& out = ctx.allocate_output(0, to_, in.shape());
-        const S* x = in.data<S>();
         D* y = out.data<D>();
-        ctx.device()->parallel_for(in.num_elements(), 1, [x, y](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) y[i] = convert<S, D>(x[i]);
-        });
+        if constexpr (std::is_same_v<S, bool>) {
+          // Read bools as bytes: loads of bool do not vectorize (the compiler must
+          // assume only 0/1 are valid).
+          const uint8_t* x = static_cast<const uint8_t*>(in.raw_data());
+          ctx.device()->parallel_for(in.num_elements(), 1, [x, y](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) y[i] = x[i] != 0 ? D(1) : D(0);
+          });
+        } else {
+          const S* x = in.data<S>();
+          ctx.device()->parallel_for(in.num_elements(), 1, [x, y](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) y[i] = convert<S, D>(x[i]);
+          });
+        }
         done = true;
       });
     });
