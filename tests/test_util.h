@@ -40,6 +40,8 @@ inline void check_close(const af::Tensor& t, const std::vector<double>& expected
     double v = t.element_as_double(static_cast<int64_t>(i));
     if (std::isnan(expected[i])) {
       CHECK(std::isnan(v));
+    } else if (std::isinf(expected[i])) {
+      CHECK(v == expected[i]);
     } else {
       INFO("element " << i << ": got " << v << ", expected " << expected[i]);
       CHECK(std::fabs(v - expected[i]) <= tol * (1 + std::fabs(expected[i])));
