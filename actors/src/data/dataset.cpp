@@ -1,0 +1,553 @@
+// The pipeline's actors. Every link carries chunks against credits: a stage sends a
+// chunk only while its consumer has granted room, and grants its producer room only as
+// its own output drains — so a slow trainer slows the readers instead of growing queues.
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include "../actor_system.h"
+#include "actorflow/data/dataset.h"
+#include "actorflow/ops/cpu_device.h"
+
+namespace actorflow::data::detail {
+// A group of rows on a link, or a marker: end of an epoch, end of data, an error.
+struct Chunk {
+  enum class Kind { data, epoch_end, end, error } kind = Kind::data;
+  Components comps;
+  int64_t rows = 0;
+  Status status;
+};
+}  // namespace actorflow::data::detail
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::data::detail::Chunk)
+
+namespace actorflow::data {
+
+using detail::Chunk;
+
+struct Dataset::Stage {
+  enum class Kind { tensors, records, map, shuffle, batch, repeat, prefetch } kind;
+  Components tensors;
+  std::vector<std::string> files;
+  RecordReaderOptions record_options;
+  MapFn fn;
+  int threads = 1;
+  int64_t n = 0;
+  uint64_t seed = 0;
+  bool drop_remainder = false;
+};
+
+namespace {
+
+constexpr int64_t kSourceChunkRows = 256;
+constexpr int kLinkCredits = 2;
+
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>;
+using credit_atom = caf::atom_constant<caf::atom("dcredit")>;
+using produce_atom = caf::atom_constant<caf::atom("produce")>;
+
+// ---- row helpers ----
+
+size_t row_elems(const Tensor& t) {
+  size_t n = 1;
+  for (int d = 1; d < t.rank(); ++d) n *= static_cast<size_t>(t.dim(d));
+  return n;
+}
+
+Shape with_rows(const Tensor& like, int64_t rows) {
+  std::vector<int64_t> dims = like.shape().dims();
+  dims[0] = rows;
+  return Shape(dims);
+}
+
+// A view of rows [begin, end) sharing the buffer.
+Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
+  size_t stride = row_elems(t) * dtype_size(t.dtype());
+  size_t base = static_cast<size_t>(static_cast<char*>(t.raw_data()) - static_cast<char*>(t.buffer()->data()));
+  return Tensor(t.dtype(), with_rows(t, end - begin), t.buffer(), base + static_cast<size_t>(begin) * stride);
+}
+
+void copy_row(const Tensor& src, int64_t r, Tensor& dst, int64_t q) {
+  size_t n = row_elems(src);
+  if (src.dtype() == DType::string) {
+    for (size_t i = 0; i < n; ++i) dst.data<std::string>()[q * static_cast<int64_t>(n) + static_cast<int64_t>(i)] = src.data<std::string>()[r * static_cast<int64_t>(n) + static_cast<int64_t>(i)];
+    return;
+  }
+  size_t bytes = n * dtype_size(src.dtype());
+  std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(q) * bytes,
+              static_cast<const char*>(src.raw_data()) + static_cast<size_t>(r) * bytes, bytes);
+}
+
+// Collects rows into chunks of a fixed size.
+class RowBuilder {
+ public:
+  explicit RowBuilder(int64_t rows) : target_(rows) {}
+  void add(const Components& src, int64_t r, std::vector<Chunk>& out) {
+    if (cur_.comps.empty()) {
+      for (auto& t : src) cur_.comps.emplace_back(t.dtype(), with_rows(t, target_));
+      cur_.rows = 0;
+    }
+    for (size_t c = 0; c < src.size(); ++c) copy_row(src[c], r, cur_.comps[c], cur_.rows);
+    if (++cur_.rows == target_) {
+      out.push_back(std::move(cur_));
+      cur_ = Chunk();
+    }
+  }
+  void flush(std::vector<Chunk>& out, bool drop) {
+    if (cur_.comps.empty() || cur_.rows == 0) return;
+    if (!drop) {
+      for (auto& t : cur_.comps) t = slice_rows(t, 0, cur_.rows);
+      out.push_back(std::move(cur_));
+    }
+    cur_ = Chunk();
+  }
+
+ private:
+  int64_t target_;
+  Chunk cur_;
+};
+
+// ---- processors: what a middle stage does to the chunks passing through ----
+
+class Processor {
+ public:
+  virtual ~Processor() = default;
+  virtual void push(Chunk in, std::vector<Chunk>& out) = 0;
+  virtual void flush(std::vector<Chunk>& out) { (void)out; }
+};
+
+class MapProcessor : public Processor {
+ public:
+  MapProcessor(MapFn fn, int threads) : fn_(std::move(fn)), threads_(threads) {
+    if (threads > 1) device_ = std::make_unique<CpuDevice>(threads);
+  }
+  void push(Chunk in, std::vector<Chunk>& out) override {
+    Chunk r;
+    if (threads_ <= 1 || in.rows < 2 * threads_) {
+      auto m = fn_(in.comps);
+      if (!m.ok()) return fail(m.status(), out);
+      r.comps = std::move(m).value();
+    } else {
+      // Disjoint row ranges on the pool, then stitched back in order.
+      int parts = threads_;
+      std::vector<Result<Components>> results(static_cast<size_t>(parts), Result<Components>(Status(Code::internal, "unset")));
+      device_->parallel_for(parts, 1000000, [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          int64_t lo = in.rows * p / parts, hi = in.rows * (p + 1) / parts;
+          Components part;
+          for (auto& t : in.comps) part.push_back(slice_rows(t, lo, hi));
+          results[static_cast<size_t>(p)] = fn_(part);
+        }
+      });
+      for (auto& res : results)
+        if (!res.ok()) return fail(res.status(), out);
+      for (size_t c = 0; c < results[0]->size(); ++c) {
+        const Tensor& first = (*results[0])[c];
+        Tensor joined(first.dtype(), with_rows(first, in.rows));
+        int64_t q = 0;
+        for (auto& res : results) {
+          const Tensor& t = (*res)[c];
+          for (int64_t i = 0; i < t.dim(0); ++i) copy_row(t, i, joined, q++);
+        }
+        r.comps.push_back(std::move(joined));
+      }
+    }
+    r.rows = r.comps.empty() ? 0 : r.comps[0].dim(0);
+    out.push_back(std::move(r));
+  }
+
+ private:
+  void fail(const Status& s, std::vector<Chunk>& out) {
+    Chunk e;
+    e.kind = Chunk::Kind::error;
+    e.status = s;
+    out.push_back(std::move(e));
+  }
+  MapFn fn_;
+  int threads_;
+  std::unique_ptr<CpuDevice> device_;
+};
+
+class ShuffleProcessor : public Processor {
+ public:
+  ShuffleProcessor(int64_t buffer, uint64_t seed) : capacity_(std::max<int64_t>(1, buffer)), rng_(seed), out_(kSourceChunkRows) {}
+  void push(Chunk in, std::vector<Chunk>& out) override {
+    if (store_.empty())
+      for (auto& t : in.comps) store_.emplace_back(t.dtype(), with_rows(t, capacity_));
+    for (int64_t r = 0; r < in.rows; ++r) {
+      if (count_ < capacity_) {
+        for (size_t c = 0; c < in.comps.size(); ++c) copy_row(in.comps[c], r, store_[c], count_);
+        ++count_;
+        continue;
+      }
+      int64_t j = static_cast<int64_t>(rng_() % static_cast<uint64_t>(capacity_));
+      out_.add(store_, j, out);
+      for (size_t c = 0; c < in.comps.size(); ++c) copy_row(in.comps[c], r, store_[c], j);
+    }
+  }
+  void flush(std::vector<Chunk>& out) override {
+    // Drain the buffer in random order (Fisher-Yates over the remaining slots).
+    std::vector<int64_t> order(static_cast<size_t>(count_));
+    for (int64_t i = 0; i < count_; ++i) order[static_cast<size_t>(i)] = i;
+    for (int64_t i = count_ - 1; i > 0; --i)
+      std::swap(order[static_cast<size_t>(i)], order[rng_() % static_cast<uint64_t>(i + 1)]);
+    for (int64_t j : order) out_.add(store_, j, out);
+    out_.flush(out, false);
+    count_ = 0;
+  }
+
+ private:
+  int64_t capacity_;
+  std::mt19937_64 rng_;
+  Components store_;
+  int64_t count_ = 0;
+  RowBuilder out_;
+};
+
+class BatchProcessor : public Processor {
+ public:
+  BatchProcessor(int64_t size, bool drop) : builder_(std::max<int64_t>(1, size)), drop_(drop) {}
+  void push(Chunk in, std::vector<Chunk>& out) override {
+    for (int64_t r = 0; r < in.rows; ++r) builder_.add(in.comps, r, out);
+  }
+  void flush(std::vector<Chunk>& out) override { builder_.flush(out, drop_); }
+
+ private:
+  RowBuilder builder_;
+  bool drop_;
+};
+
+// ---- the consumer's queue ----
+
+struct SinkQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Chunk> q;
+};
+
+// ---- actors ----
+
+class LinkActor : public caf::event_based_actor {
+ public:
+  LinkActor(caf::actor_config& cfg, int credits) : caf::event_based_actor(cfg), credits_(credits) {}
+  void connect(caf::actor up, caf::actor down) {
+    upstream_ = std::move(up);
+    downstream_ = std::move(down);
+  }
+
+ protected:
+  void emit(Chunk c) {
+    outq_.push_back(std::move(c));
+    drain();
+  }
+  void drain() {
+    while (credits_ > 0 && !outq_.empty()) {
+      --credits_;
+      send(downstream_, chunk_atom::value, std::move(outq_.front()));
+      outq_.pop_front();
+    }
+  }
+  caf::actor upstream_, downstream_;
+  int credits_;
+  std::deque<Chunk> outq_;
+};
+
+class SourceActor : public LinkActor {
+ public:
+  SourceActor(caf::actor_config& cfg, std::shared_ptr<Dataset::Stage> stage, int64_t epochs)
+      : LinkActor(cfg, kLinkCredits), stage_(std::move(stage)), epochs_(epochs) {}
+  caf::behavior make_behavior() override {
+    return {
+        [this](produce_atom) { produce(); },
+        [this](credit_atom) {
+          ++credits_;
+          drain();
+          produce();
+        },
+        [this](caf::actor up, caf::actor down) {
+          connect(std::move(up), std::move(down));
+          produce();
+        },
+    };
+  }
+
+ private:
+  void produce() {
+    while (credits_ > 0 && outq_.empty() && !finished_) emit(next());
+  }
+  Chunk next() {
+    Chunk c;
+    if (stage_->kind == Dataset::Stage::Kind::tensors) {
+      int64_t rows = stage_->tensors.empty() ? 0 : stage_->tensors[0].dim(0);
+      if (pos_ < rows) {
+        int64_t end = std::min(rows, pos_ + kSourceChunkRows);
+        for (auto& t : stage_->tensors) c.comps.push_back(slice_rows(t, pos_, end));
+        c.rows = end - pos_;
+        pos_ = end;
+        return c;
+      }
+    } else {
+      std::vector<std::string> recs;
+      while (static_cast<int64_t>(recs.size()) < kSourceChunkRows) {
+        if (!reader_) {
+          if (file_ >= stage_->files.size()) break;
+          auto r = RecordReader::open(stage_->files[file_++], stage_->record_options);
+          if (!r.ok()) return error(r.status());
+          reader_ = std::move(r).value();
+        }
+        std::string rec;
+        auto more = reader_->next(&rec);
+        if (!more.ok()) return error(more.status());
+        if (!*more) {
+          reader_.reset();
+          continue;
+        }
+        recs.push_back(std::move(rec));
+      }
+      if (!recs.empty()) {
+        c.rows = static_cast<int64_t>(recs.size());
+        c.comps.push_back(Tensor::from_vector(recs));
+        return c;
+      }
+    }
+    // End of one pass over the data.
+    ++epoch_;
+    pos_ = 0;
+    file_ = 0;
+    reader_.reset();
+    if (epochs_ >= 0 && epoch_ >= epochs_) {
+      finished_ = true;
+      c.kind = Chunk::Kind::end;
+    } else {
+      c.kind = Chunk::Kind::epoch_end;
+    }
+    return c;
+  }
+  Chunk error(const Status& s) {
+    finished_ = true;
+    Chunk c;
+    c.kind = Chunk::Kind::error;
+    c.status = s;
+    return c;
+  }
+
+  std::shared_ptr<Dataset::Stage> stage_;
+  int64_t epochs_;
+  int64_t epoch_ = 0;
+  int64_t pos_ = 0;
+  size_t file_ = 0;
+  std::unique_ptr<RecordReader> reader_;
+  bool finished_ = false;
+};
+
+class StageActor : public LinkActor {
+ public:
+  StageActor(caf::actor_config& cfg, std::unique_ptr<Processor> p, bool flush_at_epoch, int credits)
+      : LinkActor(cfg, credits), proc_(std::move(p)), flush_at_epoch_(flush_at_epoch) {}
+  caf::behavior make_behavior() override {
+    return {
+        [this](chunk_atom, Chunk& c) { on_chunk(std::move(c)); },
+        [this](credit_atom) {
+          ++credits_;
+          drain();
+          repay();
+        },
+        [this](caf::actor up, caf::actor down) { connect(std::move(up), std::move(down)); },
+    };
+  }
+
+ private:
+  void on_chunk(Chunk c) {
+    std::vector<Chunk> out;
+    if (c.kind == Chunk::Kind::data) {
+      proc_->push(std::move(c), out);
+    } else {
+      if (c.kind == Chunk::Kind::end || (c.kind == Chunk::Kind::epoch_end && flush_at_epoch_)) proc_->flush(out);
+      out.push_back(std::move(c));
+    }
+    for (auto& o : out) emit(std::move(o));
+    ++owed_;
+    repay();
+  }
+  // Grant the producer room only while our own output is short.
+  void repay() {
+    while (owed_ > 0 && outq_.size() < 2) {
+      --owed_;
+      send(upstream_, credit_atom::value);
+    }
+  }
+  std::unique_ptr<Processor> proc_;
+  bool flush_at_epoch_;
+  int owed_ = 0;
+};
+
+class SinkActor : public caf::event_based_actor {
+ public:
+  SinkActor(caf::actor_config& cfg, std::shared_ptr<SinkQueue> q) : caf::event_based_actor(cfg), q_(std::move(q)) {}
+  caf::behavior make_behavior() override {
+    return {
+        [this](chunk_atom, Chunk& c) {
+          if (c.kind == Chunk::Kind::epoch_end) {
+            send(upstream_, credit_atom::value);
+            return;
+          }
+          std::lock_guard<std::mutex> lock(q_->mu);
+          q_->q.push_back(std::move(c));
+          q_->cv.notify_one();
+        },
+        [this](credit_atom) { send(upstream_, credit_atom::value); },
+        [this](caf::actor up, caf::actor) { upstream_ = std::move(up); },
+    };
+  }
+
+ private:
+  std::shared_ptr<SinkQueue> q_;
+  caf::actor upstream_;
+};
+
+class ActorIterator final : public Iterator {
+ public:
+  ActorIterator(std::vector<caf::actor> actors, std::shared_ptr<SinkQueue> q)
+      : actors_(std::move(actors)), q_(std::move(q)) {}
+  ~ActorIterator() override {
+    for (auto& a : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+  Result<bool> next(Components* out) override {
+    if (done_) return false;
+    Chunk c;
+    {
+      std::unique_lock<std::mutex> lock(q_->mu);
+      q_->cv.wait(lock, [&] { return !q_->q.empty(); });
+      c = std::move(q_->q.front());
+      q_->q.pop_front();
+    }
+    if (c.kind == Chunk::Kind::end) {
+      done_ = true;
+      return false;
+    }
+    if (c.kind == Chunk::Kind::error) {
+      done_ = true;
+      return c.status;
+    }
+    caf::anon_send(actors_.back(), credit_atom::value);
+    *out = std::move(c.comps);
+    return true;
+  }
+
+ private:
+  std::vector<caf::actor> actors_;
+  std::shared_ptr<SinkQueue> q_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+Dataset Dataset::from_tensors(Components components) {
+  for (auto& t : components)
+    if (!t.valid() || t.rank() < 1 || t.dim(0) != components[0].dim(0))
+      throw Error(invalid_argument("Dataset::from_tensors: components must be tensors of rank >= 1 sharing dim 0"));
+  Dataset d;
+  auto s = std::make_shared<Stage>();
+  s->kind = Stage::Kind::tensors;
+  s->tensors = std::move(components);
+  d.stages_.push_back(s);
+  return d;
+}
+
+Dataset Dataset::from_records(std::vector<std::string> files, RecordReaderOptions options) {
+  Dataset d;
+  auto s = std::make_shared<Stage>();
+  s->kind = Stage::Kind::records;
+  s->files = std::move(files);
+  s->record_options = options;
+  d.stages_.push_back(s);
+  return d;
+}
+
+Dataset Dataset::map(MapFn fn, int threads) const {
+  Dataset d = *this;
+  auto s = std::make_shared<Stage>();
+  s->kind = Stage::Kind::map;
+  s->fn = std::move(fn);
+  s->threads = threads;
+  d.stages_.push_back(s);
+  return d;
+}
+Dataset Dataset::shuffle(int64_t buffer_size, uint64_t seed) const {
+  Dataset d = *this;
+  auto s = std::make_shared<Stage>();
+  s->kind = Stage::Kind::shuffle;
+  s->n = buffer_size;
+  s->seed = seed;
+  d.stages_.push_back(s);
+  return d;
+}
+Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
+  Dataset d = *this;
+  auto s = std::make_shared<Stage>();
+  s->kind = Stage::Kind::batch;
+  s->n = batch_size;
+  s->drop_remainder = drop_remainder;
+  d.stages_.push_back(s);
+  return d;
+}
+Dataset Dataset::repeat(int64_t epochs) const {
+  Dataset d = *this;
+  auto s = std::make_shared<Stage>();
+  s->kind = Stage::Kind::repeat;
+  s->n = epochs;
+  d.stages_.push_back(s);
+  return d;
+}
+Dataset Dataset::prefetch(int64_t chunks) const {
+  Dataset d = *this;
+  auto s = std::make_shared<Stage>();
+  s->kind = Stage::Kind::prefetch;
+  s->n = chunks;
+  d.stages_.push_back(s);
+  return d;
+}
+
+std::unique_ptr<Iterator> Dataset::make_iterator() const {
+  if (stages_.empty()) throw Error(invalid_argument("Dataset has no source"));
+  auto& sys = runtime::actor_system();
+  int64_t epochs = 1;
+  size_t repeat_at = stages_.size();
+  int64_t prefetch = kLinkCredits;
+  for (size_t i = 1; i < stages_.size(); ++i) {
+    if (stages_[i]->kind == Stage::Kind::repeat) {
+      epochs = stages_[i]->n;
+      repeat_at = i;
+    }
+    if (stages_[i]->kind == Stage::Kind::prefetch) prefetch = std::max<int64_t>(1, stages_[i]->n);
+  }
+  std::vector<caf::actor> chain;
+  chain.push_back(sys.spawn<SourceActor>(stages_[0], epochs));
+  for (size_t i = 1; i < stages_.size(); ++i) {
+    const Stage& s = *stages_[i];
+    std::unique_ptr<Processor> p;
+    switch (s.kind) {
+      case Stage::Kind::map: p = std::make_unique<MapProcessor>(s.fn, s.threads); break;
+      case Stage::Kind::shuffle: p = std::make_unique<ShuffleProcessor>(s.n, s.seed); break;
+      case Stage::Kind::batch: p = std::make_unique<BatchProcessor>(s.n, s.drop_remainder); break;
+      default: continue;
+    }
+    chain.push_back(sys.spawn<StageActor>(std::move(p), i < repeat_at, kLinkCredits));
+  }
+  auto q = std::make_shared<SinkQueue>();
+  caf::actor sink = sys.spawn<SinkActor>(q);
+  // The sink's producer may run `prefetch` chunks ahead of the consumer.
+  chain.push_back(sink);
+  // Downstream first: when the source starts producing, every link already knows its ends.
+  for (size_t i = chain.size(); i-- > 0;) {
+    caf::actor up = i > 0 ? chain[i - 1] : caf::actor();
+    caf::actor down = i + 1 < chain.size() ? chain[i + 1] : caf::actor();
+    caf::anon_send(chain[i], up, down);
+  }
+  for (int64_t k = kLinkCredits; k < prefetch; ++k) caf::anon_send(chain[chain.size() - 2], credit_atom::value);
+  return std::make_unique<ActorIterator>(std::move(chain), q);
+}
+
+}  // namespace actorflow::data

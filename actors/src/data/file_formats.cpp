@@ -1,0 +1,257 @@
+// IDX, CSV and libsvm readers.
+#include <zlib.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "actorflow/data/readers.h"
+
+namespace actorflow::data {
+
+Result<std::string> read_file_maybe_gzip(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("cannot open '" + path + "': " + std::strerror(errno));
+  std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b)
+    return raw;
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return internal_error("zlib init failed for '" + path + "'");
+  zs.next_in = reinterpret_cast<Bytef*>(raw.data());
+  zs.avail_in = static_cast<uInt>(raw.size());
+  std::string out;
+  out.resize(raw.size() * 4 + 1024);
+  int rc = Z_OK;
+  while (true) {
+    if (zs.total_out >= out.size()) out.resize(out.size() * 2);
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + zs.total_out);
+    zs.avail_out = static_cast<uInt>(out.size() - zs.total_out);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) break;
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input ended early
+    if (rc != Z_OK && rc != Z_BUF_ERROR) break;
+  }
+  uint64_t consumed = zs.total_in, produced = zs.total_out;
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END)
+    return data_loss("gzip file '" + path + "' is truncated or corrupt at compressed byte " + std::to_string(consumed) +
+                     " (" + std::to_string(produced) + " bytes decompressed)");
+  out.resize(produced);
+  return out;
+}
+
+Result<Tensor> read_idx(const std::string& path) {
+  AF_ASSIGN_OR_RETURN(std::string bytes, read_file_maybe_gzip(path));
+  auto u8 = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
+  if (bytes.size() < 4 || u8(0) != 0 || u8(1) != 0)
+    return data_loss("'" + path + "' is not an IDX file (bad magic at byte 0)");
+  int type = u8(2), rank = u8(3);
+  DType dt;
+  size_t esize;
+  switch (type) {
+    case 0x08: dt = DType::u8; esize = 1; break;
+    case 0x0C: dt = DType::i32; esize = 4; break;
+    case 0x0D: dt = DType::f32; esize = 4; break;
+    case 0x0E: dt = DType::f64; esize = 8; break;
+    default: return data_loss("'" + path + "': unsupported IDX element type 0x" + std::to_string(type) + " at byte 2");
+  }
+  size_t header = 4 + 4 * static_cast<size_t>(rank);
+  if (bytes.size() < header) return data_loss("'" + path + "' is truncated inside its header");
+  std::vector<int64_t> dims;
+  uint64_t count = 1;
+  for (int d = 0; d < rank; ++d) {
+    size_t o = 4 + 4 * static_cast<size_t>(d);
+    uint32_t v = (uint32_t{u8(o)} << 24) | (uint32_t{u8(o + 1)} << 16) | (uint32_t{u8(o + 2)} << 8) | u8(o + 3);
+    dims.push_back(v);
+    count *= v;
+    if (count > (uint64_t{1} << 40)) return data_loss("'" + path + "': dimensions too large");
+  }
+  if (bytes.size() - header != count * esize)
+    return data_loss("'" + path + "' has " + std::to_string(bytes.size() - header) + " data bytes after its header, expected " +
+                     std::to_string(count * esize) + " (truncated or padded at byte " + std::to_string(bytes.size()) + ")");
+  Tensor t(dt, Shape(dims));
+  const char* src = bytes.data() + header;
+  if (esize == 1) {
+    std::memcpy(t.raw_data(), src, count);
+  } else {
+    // IDX is big-endian.
+    auto* dst = static_cast<unsigned char*>(t.raw_data());
+    for (uint64_t i = 0; i < count; ++i)
+      for (size_t b = 0; b < esize; ++b) dst[i * esize + b] = static_cast<unsigned char>(src[i * esize + esize - 1 - b]);
+  }
+  return t;
+}
+
+namespace {
+
+std::vector<std::string> split_line(const std::string& line, char delim) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted;
+    else if (c == delim && !quoted) {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != '\r') cur += c;
+  }
+  out.push_back(cur);
+  return out;
+}
+
+bool parse_float(const std::string& s, float* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  while (end && (*end == ' ' || *end == '\t')) ++end;
+  if (end == s.c_str() || *end != '\0' || errno == ERANGE) return false;
+  *out = static_cast<float>(v);
+  return true;
+}
+
+}  // namespace
+
+Result<CsvData> read_csv(const std::string& path, const CsvOptions& o) {
+  AF_ASSIGN_OR_RETURN(std::string text, read_file_maybe_gzip(path));
+  std::istringstream in(text);
+  std::string line;
+  int64_t line_no = 0;
+  std::vector<std::string> names;
+  size_t ncols = 0;
+  if (o.header) {
+    if (!std::getline(in, line)) return data_loss("CSV file '" + path + "' is empty");
+    ++line_no;
+    names = split_line(line, o.delimiter);
+    ncols = names.size();
+  }
+  int label = o.label_index;
+  if (!o.label_name.empty()) {
+    if (!o.header) return invalid_argument("CSV '" + path + "': a label column by name needs a header");
+    label = -1;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == o.label_name) label = static_cast<int>(i);
+    if (label < 0) return not_found("CSV '" + path + "' has no column named '" + o.label_name + "'");
+  }
+  std::vector<bool> categorical;
+  auto is_cat = [&](size_t col) {
+    for (auto& c : o.categorical)
+      if ((col < names.size() && c == names[col]) || c == std::to_string(col)) return true;
+    return false;
+  };
+  CsvData d;
+  std::vector<std::map<std::string, int>> vocab;
+  std::vector<float> feats, labels;
+  int64_t rows = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line == "\r") continue;
+    auto cells = split_line(line, o.delimiter);
+    if (ncols == 0) {
+      ncols = cells.size();
+      for (size_t i = 0; i < ncols; ++i) names.push_back("col" + std::to_string(i));
+    }
+    if (categorical.empty()) {
+      for (size_t i = 0; i < ncols; ++i) categorical.push_back(is_cat(i));
+      vocab.resize(ncols);
+      if (label >= static_cast<int>(ncols)) return invalid_argument("CSV '" + path + "': label column " + std::to_string(label) + " out of range");
+    }
+    std::string bad;
+    if (cells.size() != ncols) bad = "has " + std::to_string(cells.size()) + " fields, expected " + std::to_string(ncols);
+    std::vector<float> row;
+    float lab = 0;
+    for (size_t c = 0; c < cells.size() && bad.empty(); ++c) {
+      float v;
+      if (categorical[c]) {
+        auto [it, fresh] = vocab[c].emplace(cells[c], static_cast<int>(vocab[c].size()));
+        v = static_cast<float>(it->second);
+      } else if (!parse_float(cells[c], &v)) {
+        bad = "field " + std::to_string(c + 1) + " ('" + names[c] + "') is not a number: '" + cells[c] + "'";
+        break;
+      }
+      if (static_cast<int>(c) == label) lab = v;
+      else row.push_back(v);
+    }
+    if (!bad.empty()) {
+      if (o.skip_bad_lines) {
+        d.skipped_lines.push_back(line_no);
+        continue;
+      }
+      return invalid_argument("CSV '" + path + "' line " + std::to_string(line_no) + " " + bad);
+    }
+    feats.insert(feats.end(), row.begin(), row.end());
+    labels.push_back(lab);
+    ++rows;
+  }
+  int64_t nf = static_cast<int64_t>(ncols) - (label >= 0 ? 1 : 0);
+  for (size_t c = 0; c < ncols; ++c)
+    if (static_cast<int>(c) != label) d.columns.push_back(names[c]);
+  d.features = Tensor::from_vector(feats, Shape{rows, nf});
+  if (label >= 0) d.labels = Tensor::from_vector(labels, Shape{rows});
+  for (size_t c = 0; c < vocab.size(); ++c) {
+    if (!categorical[c]) continue;
+    std::vector<std::string> words(vocab[c].size());
+    for (auto& [w, id] : vocab[c]) words[static_cast<size_t>(id)] = w;
+    d.vocabularies[names[c]] = std::move(words);
+  }
+  return d;
+}
+
+Result<LibsvmData> read_libsvm(const std::string& path) {
+  AF_ASSIGN_OR_RETURN(std::string text, read_file_maybe_gzip(path));
+  std::istringstream in(text);
+  std::string line;
+  int64_t line_no = 0;
+  std::vector<float> labels, values;
+  std::vector<int64_t> splits{0}, indices;
+  int64_t max_feature = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    auto hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream ls(line);
+    std::string tok;
+    if (!(ls >> tok)) continue;
+    float lab;
+    if (!parse_float(tok, &lab))
+      return invalid_argument("libsvm '" + path + "' line " + std::to_string(line_no) + ": label '" + tok + "' is not a number");
+    while (ls >> tok) {
+      auto colon = tok.find(':');
+      float v;
+      char* end = nullptr;
+      long long idx = colon == std::string::npos ? 0 : std::strtoll(tok.c_str(), &end, 10);
+      if (colon == std::string::npos || end != tok.c_str() + colon || idx < 1 || !parse_float(tok.substr(colon + 1), &v))
+        return invalid_argument("libsvm '" + path + "' line " + std::to_string(line_no) + ": bad entry '" + tok +
+                                "' (want index:value with index >= 1)");
+      indices.push_back(idx - 1);
+      values.push_back(v);
+      max_feature = std::max<int64_t>(max_feature, idx);
+    }
+    labels.push_back(lab);
+    splits.push_back(static_cast<int64_t>(indices.size()));
+  }
+  LibsvmData d;
+  d.labels = Tensor::from_vector(labels);
+  d.row_splits = Tensor::from_vector(splits);
+  d.indices = Tensor::from_vector(indices);
+  d.values = Tensor::from_vector(values);
+  d.num_features = max_feature;
+  return d;
+}
+
+Tensor LibsvmData::dense(int64_t nf) const {
+  if (nf < 0) nf = num_features;
+  int64_t rows = labels.num_elements();
+  Tensor t = Tensor::zeros(DType::f32, Shape{rows, nf});
+  const int64_t* sp = row_splits.data<int64_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = sp[r]; k < sp[r + 1]; ++k) {
+      int64_t f = indices.data<int64_t>()[k];
+      if (f < nf) t.data<float>()[r * nf + f] = values.data<float>()[k];
+    }
+  return t;
+}
+
+}  // namespace actorflow::data
