@@ -4,12 +4,10 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config git
-  libcaf-dev libasio-dev libeigen3-dev capnproto libcapnp-dev doctest-dev zlib1g-dev
+  libcaf-dev libasio-dev libeigen3-dev capnproto libcapnp-dev doctest-dev zlib1g-dev libcli11-dev
+  dataset-fashion-mnist python3-sklearn
   python3 python3-venv
 )
-if [ "${1:-}" = "--data" ]; then
-  PKGS+=(dataset-fashion-mnist python3-sklearn)
-fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -121,6 +121,7 @@ Result<CsvData> read_csv(const std::string& path, const CsvOptions& o) {
   int64_t line_no = 0;
   std::vector<std::string> names;
   size_t ncols = 0;
+  for (int i = 0; i < o.skip_lines && std::getline(in, line); ++i) ++line_no;
   if (o.header) {
     if (!std::getline(in, line)) return data_loss("CSV file '" + path + "' is empty");
     ++line_no;

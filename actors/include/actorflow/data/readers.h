@@ -21,6 +21,7 @@ Result<std::string> read_file_maybe_gzip(const std::string& path);
 Result<Tensor> read_idx(const std::string& path);
 
 struct CsvOptions {
+  int skip_lines = 0;  // lines before the header (sklearn's CSVs start with a summary line)
   bool header = true;
   char delimiter = ',';
   // The label column, by name (needs a header) or index; empty name and -1: none.
