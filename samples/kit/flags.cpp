@@ -14,6 +14,12 @@ std::vector<int> Flags::network() const {
   return widths;
 }
 
+void per_model_paths(Flags& f, const Flags& defaults) {
+  if (f.checkpoint_path == defaults.checkpoint_path) f.checkpoint_path += "/" + f.model;
+  if (f.output_path == defaults.output_path) f.output_path += "/" + f.model;
+  if (f.saved_model_path == defaults.saved_model_path) f.saved_model_path += "/" + f.model;
+}
+
 Flags parse_flags(int argc, char** argv, const std::string& program, const Flags& defaults) {
   Flags f = defaults;
   CLI::App app{program};

@@ -36,6 +36,10 @@ struct Flags {
   std::vector<int> network() const;
 };
 
+// Default checkpoint/summary/export paths get the model name appended, so models of one
+// sample do not resume from each other's checkpoints.
+void per_model_paths(Flags& f, const Flags& defaults);
+
 // Parses argv; on --help or a bad flag prints the message and exits (0 or 2).
 Flags parse_flags(int argc, char** argv, const std::string& program, const Flags& defaults);
 

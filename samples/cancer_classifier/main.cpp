@@ -1,0 +1,56 @@
+// Wisconsin breast cancer (Debian's python3-sklearn breast_cancer.csv), a fixed seeded
+// 80/20 split; --model lr (logistic regression) or dnn (--model_network "128 32 8").
+//   cancer_classifier --model dnn --epoch_number 30
+#include <actorflow/actorflow.h>
+
+#include <iostream>
+
+#include "trainer.h"
+
+namespace af = actorflow;
+namespace L = actorflow::layers;
+
+int main(int argc, char** argv) {
+  kit::Flags defaults;
+  defaults.model = "dnn";
+  defaults.optimizer = "adam";
+  defaults.learning_rate = 0.01;
+  defaults.batch_size = 32;
+  defaults.epoch_number = 30;
+  defaults.steps_to_validate = 50;
+  defaults.data_dir = kit::kBreastCancerCsv;
+  defaults.checkpoint_path = "./checkpoint/cancer_classifier";
+  defaults.output_path = "./tensorboard/cancer_classifier";
+  defaults.saved_model_path = "./model/cancer_classifier";
+  kit::Flags f = kit::parse_flags(argc, argv, "cancer_classifier", defaults);
+  kit::per_model_paths(f, defaults);
+
+  auto data = kit::load_breast_cancer(f.data_dir, static_cast<uint64_t>(f.seed));
+  if (!data.ok()) {
+    std::cerr << data.status().to_string() << "\n(install Debian's python3-sklearn or pass --data_dir)\n";
+    return 1;
+  }
+  af::Graph g;
+  g.set_seed(f.seed);
+  kit::Model m;
+  int64_t nf = data->x_train.dim(1);
+  m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
+  m.y = af::placeholder(g, af::i64, {-1}, "y");
+  m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
+  af::Output h = m.x;
+  if (f.model == "dnn") {
+    int layer = 0;
+    for (int width : f.network()) {
+      h = L::dense(h, width, L::Act::relu, "dense" + std::to_string(++layer));
+      if (f.enable_bn) h = L::batch_norm(h, m.training, 0.99, 1e-3, "bn" + std::to_string(layer));
+      if (f.enable_dropout) h = L::dropout(h, 1.0 - f.dropout_keep_prob, m.training, f.seed + layer, "dropout" + std::to_string(layer));
+    }
+  }
+  auto logit = af::reshape(L::dense(h, 1, {}, "logit"), {-1});
+  auto labels = af::cast(m.y, af::f32);
+  m.loss = af::mean(af::sigmoid_cross_entropy_with_logits(logit, labels));
+  auto predicted = af::cast(af::greater(logit, af::scalar_like(g, af::f32, 0.0)), af::f32);
+  m.accuracy = af::mean(af::cast(af::equal(predicted, labels), af::f32), {}, false);
+  m.prediction = af::sigmoid(logit, "probability");
+  return kit::run_main(f, g, m, *data, "cancer_classifier");
+}

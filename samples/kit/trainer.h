@@ -1,0 +1,62 @@
+// The training loop every sample shares: optimizer from flags, epochs over a shuffled,
+// batched pipeline, a progress bar, validation every N steps, TensorBoard summaries, a
+// checkpoint per epoch (train resumes, train_from_scratch ignores them), and the export /
+// inference modes of the seeds.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <actorflow/actorflow.h>
+
+#include "datasets.h"
+#include "flags.h"
+
+namespace kit {
+
+// What a sample's model exposes to the loop.
+struct Model {
+  actorflow::Output x;           // features placeholder [?, F]
+  actorflow::Output y;           // labels placeholder [?]
+  actorflow::Output training;    // bool placeholder_with_default(false), or invalid
+  actorflow::Output loss;        // scalar
+  actorflow::Output accuracy;    // scalar, or invalid
+  actorflow::Output prediction;  // what inference writes, one row per example
+};
+
+struct TrainResult {
+  double test_accuracy = 0;
+  double test_loss = 0;
+  double first_loss = 0;  // mean loss over the first steps: "does the loss fall"
+  double last_loss = 0;   // mean loss over the last epoch's steps
+  int epochs = 0;
+  int64_t steps = 0;
+  double seconds = 0;
+  double examples_per_second = 0;
+};
+
+// Builds the optimizer named by --optimizer (with --enable_lr_decay).
+std::unique_ptr<actorflow::optim::Optimizer> make_optimizer(const Flags& f, actorflow::Graph& g,
+                                                            const actorflow::Output& global_step,
+                                                            int64_t steps_per_epoch);
+
+// Trains `m` on `data` per the flags (mode train / train_from_scratch).
+actorflow::Result<TrainResult> train(actorflow::Graph& g, Model& m, const Split& data, const Flags& f,
+                                     actorflow::optim::Optimizer* optimizer = nullptr);
+
+// Evaluates mean loss and accuracy over (x, y) in batches.
+actorflow::Status evaluate(actorflow::Session& sess, Model& m, const actorflow::Tensor& x, const actorflow::Tensor& y,
+                           double* loss, double* accuracy);
+
+// export: the graph pruned to x -> prediction, with the current weights, into
+// <saved_model_path>/<model_version>/ (model.afg, weights.safetensors, signature.txt).
+actorflow::Status export_model(actorflow::Session& sess, actorflow::Graph& g, Model& m, const std::string& dir);
+
+// Loads an exported model and predicts every row of x (f32 [N, F]).
+actorflow::Result<actorflow::Tensor> predict_with_export(const std::string& dir, const actorflow::Tensor& x);
+
+// The sample's main for modes export and inference, and train otherwise; prints the
+// RESULT line. `load_test_inputs` reads --inference_test_file into f32 [N, F].
+int run_main(const Flags& f, actorflow::Graph& g, Model& m, const Split& data, const std::string& sample_name,
+             actorflow::optim::Optimizer* optimizer = nullptr);
+
+}  // namespace kit
