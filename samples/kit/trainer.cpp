@@ -73,11 +73,14 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   int64_t steps_per_epoch = (n_train + f.batch_size - 1) / f.batch_size;
   af::Output step = af::train::global_step(g);
   std::unique_ptr<af::optim::Optimizer> owned;
-  if (!optimizer) {
-    owned = make_optimizer(f, g, step, steps_per_epoch);
-    optimizer = owned.get();
+  af::Operation train_op = m.train_op;
+  if (!train_op.valid()) {
+    if (!optimizer) {
+      owned = make_optimizer(f, g, step, steps_per_epoch);
+      optimizer = owned.get();
+    }
+    train_op = optimizer->minimize(m.loss, {}, step);
   }
-  af::Operation train_op = optimizer->minimize(m.loss, {}, step);
   af::Saver saver(g);
   af::SessionOptions opts;
   opts.intra_op_threads = f.threads;
@@ -321,7 +324,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
   if (f.mode == "export") {
     af::Output step = af::train::global_step(g);
     auto opt = make_optimizer(f, g, step, 1);
-    (void)(optimizer ? optimizer : opt.get())->minimize(m.loss, {}, step);
+    if (!m.train_op.valid()) (void)(optimizer ? optimizer : opt.get())->minimize(m.loss, {}, step);
     af::Saver saver(g);
     af::Session sess(g);
     af::Status s = saver.restore(sess, f.checkpoint_path);

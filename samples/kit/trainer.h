@@ -21,6 +21,9 @@ struct Model {
   actorflow::Output loss;        // scalar
   actorflow::Output accuracy;    // scalar, or invalid
   actorflow::Output prediction;  // what inference writes, one row per example
+  // A model trained by several optimizers builds its own train op (one of its parts
+  // should advance af::train::global_step); otherwise the loop builds one from --optimizer.
+  actorflow::Operation train_op;
 };
 
 struct TrainResult {

@@ -1,0 +1,126 @@
+// Wide & deep on the breast-cancer data: a wide linear part over bucketized and crossed
+// sparse features (trained with FTRL) plus a deep part over embeddings of the buckets and
+// the dense features (trained with Adagrad), joined into one logistic output.
+//   wide_and_deep --epoch_number 20
+// Bucket boundaries are training-set quantiles; bucketizing and crossing run in the graph.
+#include <actorflow/actorflow.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "trainer.h"
+
+namespace af = actorflow;
+namespace L = actorflow::layers;
+
+namespace {
+
+constexpr int kBoundaries = 8;  // -> 9 buckets per feature
+constexpr int kBuckets = kBoundaries + 1;
+
+// Per feature, kBoundaries training-set quantiles: f32 [F, kBoundaries].
+af::Tensor quantile_boundaries(const af::Tensor& x) {
+  int64_t n = x.dim(0), f = x.dim(1);
+  af::Tensor b(af::f32, {f, kBoundaries});
+  std::vector<float> col(static_cast<size_t>(n));
+  for (int64_t c = 0; c < f; ++c) {
+    for (int64_t i = 0; i < n; ++i) col[static_cast<size_t>(i)] = x.data<float>()[i * f + c];
+    std::sort(col.begin(), col.end());
+    for (int k = 0; k < kBoundaries; ++k)
+      b.data<float>()[c * kBoundaries + k] = col[static_cast<size_t>((k + 1) * n / kBuckets)];
+  }
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kit::Flags defaults;
+  defaults.model = "wide_deep";
+  defaults.learning_rate = 0.05;
+  defaults.batch_size = 32;
+  defaults.epoch_number = 20;
+  defaults.steps_to_validate = 50;
+  defaults.model_network = "64 32";
+  defaults.data_dir = kit::kBreastCancerCsv;
+  defaults.checkpoint_path = "./checkpoint/wide_and_deep";
+  defaults.output_path = "./tensorboard/wide_and_deep";
+  defaults.saved_model_path = "./model/wide_and_deep";
+  kit::Flags f = kit::parse_flags(argc, argv, "wide_and_deep", defaults);
+  kit::per_model_paths(f, defaults);
+
+  auto data = kit::load_breast_cancer(f.data_dir, static_cast<uint64_t>(f.seed));
+  if (!data.ok()) {
+    std::cerr << data.status().to_string() << "\n";
+    return 1;
+  }
+  int64_t nf = data->x_train.dim(1);
+  af::Graph g;
+  g.set_seed(f.seed);
+  kit::Model m;
+  m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
+  m.y = af::placeholder(g, af::i64, {-1}, "y");
+
+  // Bucketize: id = number of boundaries below x, offset per feature -> [N, F] in [0, F*B).
+  af::Output ids, crossed;
+  {
+    af::NameScope s(g, "features");
+    auto bounds = af::constant(g, quantile_boundaries(data->x_train), "boundaries");
+    auto above = af::cast(af::greater(af::expand_dims(m.x, 2), bounds), af::i64);  // [N, F, B]
+    auto bucket = af::reduce_sum(above, {2});                                      // [N, F]
+    std::vector<int64_t> offsets(static_cast<size_t>(nf));
+    for (int64_t c = 0; c < nf; ++c) offsets[static_cast<size_t>(c)] = c * kBuckets;
+    ids = bucket + af::constant(g, offsets, af::Shape{nf}, "offsets");
+    // Crosses of neighbouring features (0x1, 2x3, ...): bucket_i * B + bucket_j, offset per pair.
+    auto pairs = nf / 2;
+    auto even = af::slice(bucket, {0, 0}, {-1, pairs * 2});
+    auto grid = af::reshape(even, {-1, pairs, 2});
+    auto parts = af::split(grid, 2, 2);
+    auto cross = af::reshape(parts[0] * af::constant(g, int64_t{kBuckets}) + parts[1], {-1, pairs});
+    std::vector<int64_t> cross_offsets(static_cast<size_t>(pairs));
+    for (int64_t p = 0; p < pairs; ++p) cross_offsets[static_cast<size_t>(p)] = nf * kBuckets + p * kBuckets * kBuckets;
+    crossed = cross + af::constant(g, cross_offsets, af::Shape{pairs}, "cross_offsets");
+  }
+  int64_t wide_size = nf * kBuckets + (nf / 2) * kBuckets * kBuckets;
+
+  // Wide: one weight per sparse id, summed.
+  af::Output wide_logit, wide_w, wide_b;
+  {
+    af::NameScope s(g, "wide");
+    wide_w = af::variable(g, af::zeros({wide_size, 1}), "weights");
+    wide_b = af::variable(g, af::zeros({1}), "bias");
+    auto all_ids = af::concat({ids, crossed}, 1);                       // [N, F + F/2]
+    auto w = af::embedding_lookup(wide_w, all_ids);                     // [N, F + F/2, 1]
+    wide_logit = af::reshape(af::reduce_sum(w, {1, 2}), {-1}) + wide_b;  // [N]
+  }
+  // Deep: embeddings of the buckets plus the dense features through an MLP.
+  af::Output deep_logit;
+  std::vector<af::Output> deep_vars;
+  {
+    af::NameScope s(g, "deep");
+    auto emb = af::variable(g, af::truncated_normal({nf * kBuckets, 4}, 0, 0.1, f.seed), "embeddings");
+    auto e = af::reshape(af::embedding_lookup(emb, ids), {-1, nf * 4});
+    af::Output h = af::concat({e, m.x}, 1);
+    int layer = 0;
+    for (int width : f.network()) h = L::dense(h, width, L::Act::relu, "dense" + std::to_string(++layer));
+    deep_logit = af::reshape(L::dense(h, 1, {}, "out"), {-1});
+  }
+  auto logit = wide_logit + deep_logit;
+  auto labels = af::cast(m.y, af::f32);
+  m.loss = af::mean(af::sigmoid_cross_entropy_with_logits(logit, labels));
+  auto predicted = af::cast(af::greater(logit, af::scalar_like(g, af::f32, 0.0)), af::f32);
+  m.accuracy = af::mean(af::cast(af::equal(predicted, labels), af::f32));
+  m.prediction = af::sigmoid(logit, "probability");
+
+  for (int id : g.collection("trainable_variables")) {
+    af::Output v(&g, id, 0);
+    if (v.node().name.rfind("deep/", 0) == 0) deep_vars.push_back(v);
+  }
+  auto step = af::train::global_step(g);
+  af::optim::Ftrl ftrl(f.learning_rate, 0.001, 0.001);
+  af::optim::Adagrad adagrad(f.learning_rate);
+  auto wide_op = ftrl.minimize(m.loss, {wide_w, wide_b});
+  auto deep_op = adagrad.minimize(m.loss, deep_vars, step);
+  m.train_op = af::group(g, {wide_op, deep_op}, "train");
+  return kit::run_main(f, g, m, *data, "wide_and_deep");
+}
