@@ -1,123 +1,164 @@
 // Runtime overhead: a 1,000-node chain of scalar adds (microseconds per node firing),
 // the round trip of a one-node graph, and pipelining of two independent heavy branches.
+// Ours and each peer run alternately (bench/harness/bench.h); `--quick` for fewer pairs.
 #include <actorflow/actorflow.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <vector>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "harness/bench.h"
 
 #ifdef AF_HAVE_TORCH
 #include "peers/torch_peers.h"
 #endif
 
 namespace af = actorflow;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+std::string ours_threads(int intra) {
+  return "ActorFlow local session, intra_op_threads=" + std::to_string(intra) + ", CAF scheduler threads=" +
+         std::to_string(std::thread::hardware_concurrency());
 }
 
-double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
-
-double chain_us_per_node(int n, int steps) {
+// The graph and session of one case, kept alive by the samplers that share them.
+struct Fixture {
   af::Graph g;
-  auto x = af::placeholder(g, af::f32, {}, "x");
-  auto one = af::constant(g, 1.0f, "one");
-  af::Output y = x;
+  std::unique_ptr<af::Session> sess;
+  af::Output x, y, a, b;
+  af::Tensor in;
+};
+
+bench::Prepared chain(const bench::Params& p) {
+  const int n = static_cast<int>(p.at("n"));
+  const int reps = static_cast<int>(p.at("reps"));
+  auto f = std::make_shared<Fixture>();
+  f->x = af::placeholder(f->g, af::f32, {}, "x");
+  auto one = af::constant(f->g, 1.0f, "one");
+  af::Output y = f->x;
   for (int i = 0; i < n; ++i) y = y + one;
-  af::Session sess(g);
-  af::Tensor in = af::Tensor::scalar(0.0f);
-  for (int i = 0; i < 3; ++i) (void)sess.run({y}, {{x, in}});  // prepare + warm up
-  std::vector<double> t;
-  for (int s = 0; s < steps; ++s) {
-    auto t0 = Clock::now();
-    auto out = sess.run({y}, {{x, in}});
-    t.push_back(us_since(t0) / n);
-    if (!out.ok() || (*out)[0].item<float>() != static_cast<float>(n)) {
-      std::fprintf(stderr, "chain: wrong result\n");
-      return -1;
-    }
-  }
-  return median(t);
+  f->y = y;
+  af::SessionOptions opts;
+  opts.intra_op_threads = bench::threads();
+  f->sess = std::make_unique<af::Session>(f->g, opts);
+  f->in = af::Tensor::scalar(0.0f);
+  bench::Prepared prep;
+  prep.sides.push_back({"ours", ours_threads(bench::threads()), [f, n, reps] {
+                          double total = 0;
+                          for (int r = 0; r < reps; ++r) {
+                            auto t0 = bench::Clock::now();
+                            auto out = f->sess->run({f->y}, {{f->x, f->in}});
+                            total += bench::seconds_since(t0);
+                            bench::check(bench::must(out, "chain")[0].item<float>() == static_cast<float>(n), "chain");
+                          }
+                          return total * 1e6 / (static_cast<double>(n) * reps);
+                        }});
+#ifdef AF_HAVE_TORCH
+  peers::torch_set_threads(bench::threads());
+  auto t = peers::torch_scalar_chain(n, reps);
+  prep.sides.push_back({"libtorch", t.threads, t.sample});
+#endif
+  return prep;
 }
 
-double one_node_latency_us(int steps) {
-  af::Graph g;
-  auto x = af::placeholder(g, af::f32, {}, "x");
-  auto y = af::identity(x);
-  af::Session sess(g);
-  af::Tensor in = af::Tensor::scalar(1.0f);
-  for (int i = 0; i < 100; ++i) (void)sess.run({y}, {{x, in}});
-  std::vector<double> t;
-  for (int s = 0; s < steps; ++s) {
-    auto t0 = Clock::now();
-    auto out = sess.run({y}, {{x, in}});
-    t.push_back(us_since(t0));
-    if (!out.ok()) return -1;
-  }
-  return median(t);
+bench::Prepared step(const bench::Params& p) {
+  const int reps = static_cast<int>(p.at("reps"));
+  auto f = std::make_shared<Fixture>();
+  f->x = af::placeholder(f->g, af::f32, {}, "x");
+  f->y = af::identity(f->x);
+  af::SessionOptions opts;
+  opts.intra_op_threads = bench::threads();
+  f->sess = std::make_unique<af::Session>(f->g, opts);
+  f->in = af::Tensor::scalar(1.0f);
+  bench::Prepared prep;
+  std::string words = ours_threads(bench::threads()) + ", Session::run of Identity on a fed scalar";
+  prep.sides.push_back({"ours", words, [f, reps] {
+                          af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
+                          auto t0 = bench::Clock::now();
+                          for (int r = 0; r < reps; ++r) out = f->sess->run({f->y}, {{f->x, f->in}});
+                          double s = bench::seconds_since(t0);
+                          bench::check(bench::must(out, "identity")[0].item<float>() == 1.0f, "identity");
+                          return s * 1e6 / reps;
+                        }});
+#ifdef AF_HAVE_TORCH
+  peers::torch_set_threads(bench::threads());
+  auto t = peers::torch_one_op(reps);
+  prep.sides.push_back({"libtorch", t.threads, t.sample});
+#endif
+  return prep;
 }
 
 // Two independent branches of single-threaded heavy work (chains of 256x256 matmuls,
 // 1 intra-op thread): fetched together (the actors overlap them on the two cores)
-// versus one after another.
-std::pair<double, double> pipelining_ms(int reps) {
-  af::Graph g;
-  const int64_t n = 256;
-  auto x = af::placeholder(g, af::f32, {n, n}, "x");
-  auto w = af::constant(g, af::Tensor::filled(af::f32, {n, n}, 1.0 / n), "w");
+// versus one after another in the same session. The "peer" is that sequential run.
+bench::Prepared pipelining(const bench::Params& p) {
+  const int64_t n = p.at("n");
+  const int depth = static_cast<int>(p.at("depth"));
+  auto f = std::make_shared<Fixture>();
+  f->x = af::placeholder(f->g, af::f32, {n, n}, "x");
+  auto w = af::constant(f->g, af::Tensor::filled(af::f32, {n, n}, 1.0 / static_cast<double>(n)), "w");
   auto branch = [&](const char* name) {
-    af::NameScope s(g, name);
-    af::Output y = x;
-    for (int i = 0; i < 8; ++i) y = af::matmul(y, w);
+    af::NameScope s(f->g, name);
+    af::Output y = f->x;
+    for (int i = 0; i < depth; ++i) y = af::matmul(y, w);
     return y;
   };
-  auto a = branch("a");
-  auto b = branch("b");
+  f->a = branch("a");
+  f->b = branch("b");
   af::SessionOptions opts;
   opts.intra_op_threads = 1;
-  af::Session sess(g, opts);
-  af::Tensor in = af::Tensor::filled(af::f32, {n, n}, 1.0);
-  for (int i = 0; i < 3; ++i) {
-    (void)sess.run({a, b}, {{x, in}});
-    (void)sess.run({a}, {{x, in}});
-    (void)sess.run({b}, {{x, in}});
-  }
-  std::vector<double> together, apart;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    (void)sess.run({a, b}, {{x, in}});
-    together.push_back(us_since(t0) / 1000);
-    t0 = Clock::now();
-    (void)sess.run({a}, {{x, in}});
-    (void)sess.run({b}, {{x, in}});
-    apart.push_back(us_since(t0) / 1000);
-  }
-  return {median(together), median(apart)};
+  f->sess = std::make_unique<af::Session>(f->g, opts);
+  f->in = af::Tensor::filled(af::f32, {n, n}, 1.0);
+  bench::Prepared prep;
+  prep.sides.push_back({"ours", ours_threads(1) + ", both branches in one run", [f] {
+                          auto t0 = bench::Clock::now();
+                          auto out = f->sess->run({f->a, f->b}, {{f->x, f->in}});
+                          double s = bench::seconds_since(t0);
+                          bench::must(out, "pipelining together");
+                          return s * 1e3;
+                        }});
+  prep.sides.push_back({"sequential-fetch", ours_threads(1) + ", same session, one branch per run", [f] {
+                          auto t0 = bench::Clock::now();
+                          auto o1 = f->sess->run({f->a}, {{f->x, f->in}});
+                          auto o2 = f->sess->run({f->b}, {{f->x, f->in}});
+                          double s = bench::seconds_since(t0);
+                          bench::must(o1, "pipelining a");
+                          bench::must(o2, "pipelining b");
+                          return s * 1e3;
+                        }});
+  return prep;
 }
+
+BENCH_CASE(bench::Case{.name = "executor_overhead",
+                       .unit = "us",
+                       .higher_is_better = false,
+                       .work = "1,000-node chain of f32 scalar adds, time per node (one run / 1000)",
+                       .params = [](bool) {
+                         return bench::Params{{{"n", 1000}, {"reps", 10}}, {{"kind", "scalar_chain"}}};
+                       },
+                       .prepare = chain});
+
+BENCH_CASE(bench::Case{.name = "step_latency",
+                       .unit = "us",
+                       .higher_is_better = false,
+                       .work = "round trip of one run of a one-node graph on an f32 scalar",
+                       .params = [](bool) {
+                         return bench::Params{{{"reps", 200}}, {{"kind", "one_op"}}};
+                       },
+                       .prepare = step,
+                       .note = "target: ours <= 20us"});
+
+BENCH_CASE(bench::Case{.name = "pipelining",
+                       .unit = "ms",
+                       .higher_is_better = false,
+                       .work = "two independent branches of 8 f32 256x256 matmuls, 1 intra-op thread",
+                       .params = [](bool) {
+                         return bench::Params{{{"n", 256}, {"depth", 8}}, {{"kind", "pipelining"}}};
+                       },
+                       .prepare = pipelining,
+                       .note = "target: ratio <= 0.59 (sequential / together = 1.7x)"});
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  int steps = quick ? 30 : 200;
-  double ours = chain_us_per_node(1000, steps);
-  double peer = -1;
-#ifdef AF_HAVE_TORCH
-  peer = peers::torch_scalar_chain_us_per_add(1000, steps);
-#endif
-  if (peer > 0)
-    std::printf("BENCH executor_overhead ours=%.3fus peer=%.3fus ratio=%.2f (libtorch)\n", ours, peer, ours / peer);
-  else
-    std::printf("BENCH executor_overhead ours=%.3fus peer=n/a ratio=n/a (libtorch not installed)\n", ours);
-  double lat = one_node_latency_us(quick ? 1000 : 10000);
-  std::printf("BENCH step_latency ours=%.1fus target=20us\n", lat);
-  auto [together, apart] = pipelining_ms(quick ? 5 : 20);
-  std::printf("BENCH pipelining together=%.2fms apart=%.2fms speedup=%.2fx target=1.7x\n", together, apart, apart / together);
-  return 0;
-}
+int main(int argc, char** argv) { return bench::main(argc, argv); }
