@@ -21,10 +21,33 @@ Status mean_grad(GradContext& c) {
   return Status::OK();
 }
 
+// Max/Min: the gradient goes to the positions equal to the result, split equally
+// between ties (as TF does).
+Status extremum_grad(GradContext& c) {
+  Output x = c.input(0);
+  const auto axes = c.node().attr_ints("axes");
+  Output chosen = cast(equal(x, broadcast_reduced(c, c.output(0), false)), x.dtype());
+  Output count = reduce_sum(chosen, axes, c.node().attr_bool("keepdims"));
+  c.set_input_grad(0, chosen * broadcast_reduced(c, c.grad(0) / count, false));
+  return Status::OK();
+}
+
+// Prod: each element's derivative is the product of the others in its group, computed
+// without dividing by the element so zeros are handled.
+Status prod_grad(GradContext& c) {
+  Output others = dsl::add(c.graph(), "ProdOfOthers", "ProdOfOthers", {c.input(0)},
+                           {{"axes", AttrValue::Ints(c.node().attr_ints("axes"))}});
+  c.set_input_grad(0, broadcast_reduced(c, c.grad(0), false) * others);
+  return Status::OK();
+}
+
 }  // namespace
 
 AF_REGISTER_GRADIENT("Sum", sum_grad);
 AF_REGISTER_GRADIENT("Mean", mean_grad);
+AF_REGISTER_GRADIENT("Max", extremum_grad);
+AF_REGISTER_GRADIENT("Min", extremum_grad);
+AF_REGISTER_GRADIENT("Prod", prod_grad);
 AF_NO_GRADIENT("ArgMax");
 AF_NO_GRADIENT("ArgMin");
 
