@@ -47,7 +47,9 @@ bool covered_elsewhere(const std::string& op) {
   static const std::set<std::string> others = {
       "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad",
       "AvgPool", "AvgPoolGrad", "FusedBatchNorm", "Dropout", "BiasAdd", "BiasAddGrad", "L2Loss",
-      "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "SigmoidCrossEntropyWithLogits"};
+      "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "SigmoidCrossEntropyWithLogits",
+      // second-order support, checked in test_gradients.cpp
+      "BroadcastReduced", "SumToShapeOf"};
   return others.count(op) != 0 || op.rfind("Test", 0) == 0;
 }
 

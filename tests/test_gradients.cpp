@@ -67,3 +67,28 @@ TEST_CASE("gradient check: binary ops with broadcasting") {
   CHECK(aft::gradient_error(g, a / b, {a, b}, {av, bv}) <= 1e-6);
   CHECK(aft::gradient_error(g, af::add_n({a, a, a}), {a}, {av}) <= 1e-6);
 }
+
+TEST_CASE("second order: gradients of gradients through reductions and broadcasting") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f64, {2, 3}, "x");
+  auto b = af::placeholder(g, af::f64, {3}, "b");
+  // d/dx of sum(x^3 + b*x) is 3x^2 + b; its sum's gradient is 6x (and 2 per row for b).
+  auto y = af::reduce_mean(x * x * x + b * x) * 6.0;
+  auto dx = af::gradients({y}, {x})[0];
+  auto d2 = af::gradients({af::reduce_sum(dx)}, {x, b});
+  auto xv = af::Tensor::from_vector<double>({1, 2, 3, -1, -2, 0.5}, {2, 3});
+  auto out = aft::eval(g, {d2[0], d2[1]}, {{x, xv}, {b, af::Tensor::from_vector<double>({1, 1, 1})}});
+  aft::check_close(out[0], {6, 12, 18, -6, -12, 3});
+  aft::check_close(out[1], {2, 2, 2});
+}
+
+TEST_CASE("second order through SumToShapeOf (unknown batch dim) matches finite differences") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f64, {-1, 3}, "x");
+  auto b = af::placeholder(g, af::f64, {3}, "b");
+  auto db = af::gradients({af::reduce_sum(af::square(x + b) * x)}, {b})[0];
+  CHECK(db.node().op == "SumToShapeOf");
+  auto xv = aft::random_f64({2, 3}, 0.5, 1.5, 11);
+  auto bv = aft::random_f64({3}, 0.5, 1.5, 12);
+  CHECK(aft::gradient_error(g, db, {x, b}, {xv, bv}) <= 1e-6);
+}

@@ -52,3 +52,28 @@ AF_NO_GRADIENT("ArgMax");
 AF_NO_GRADIENT("ArgMin");
 
 }  // namespace actorflow
+
+// Second-order support: the gradient ops above have gradients of their own.
+namespace actorflow {
+namespace {
+
+Status broadcast_reduced_grad(GradContext& c) {
+  Output dy = c.grad(0);
+  std::vector<int64_t> axes = c.node().attr_ints("axes");
+  Output r = c.node().attr_bool("mean") ? reduce_mean(dy, axes) : reduce_sum(dy, axes);
+  c.set_input_grad(0, dsl::add(c.graph(), "ReshapeLike", "ReshapeLike", {r, c.input(0)}));
+  return Status::OK();
+}
+
+Status sum_to_shape_of_grad(GradContext& c) {
+  // Summing to a shape is undone by broadcasting back to the gradient's shape.
+  c.set_input_grad(0, c.grad(0) * ones_like(c.input(0)));
+  return Status::OK();
+}
+
+}  // namespace
+
+AF_REGISTER_GRADIENT("BroadcastReduced", broadcast_reduced_grad);
+AF_REGISTER_GRADIENT("SumToShapeOf", sum_to_shape_of_grad);
+
+}  // namespace actorflow
