@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/op_registry.h>
 
 #include <memory>
 #include <vector>
@@ -70,6 +71,7 @@ inline Model build_model() {
     af::variable(g, af::truncated_normal({5}, 0, 1, 3), "tn");
     af::variable(g, af::glorot_normal({3, 3}), "gn");
   }
+  keep(af::read_variable(counter));
   keep(af::initial_value(g, af::constant_init(2.0, {2}, af::i32), "iv"));
   keep(af::random_normal_op(g, {2, 2}, 1, 2, 5));
   keep(af::random_uniform_op(g, {3}, 0, 1, -1, af::f64));
@@ -132,13 +134,21 @@ inline Model build_model() {
   keep(af::shape_of(x));
   keep(af::identity(af::stop_gradient(y)));
 
-  // Ops registered without a DSL function.
-  af::NodeSpec sd;
-  sd.op = "SquaredDifference";
-  sd.inputs = {y, af::zeros_like(y)};
-  auto sqd = g.add_node(sd);
-  REQUIRE(sqd.ok());
-  keep(sqd->output(0));
+  // Ops registered without a DSL function (used by gradient functions), when present.
+  auto raw = [&](const std::string& op, std::vector<af::Output> inputs, std::map<std::string, af::AttrValue> attrs = {}) {
+    if (!af::OpRegistry::global().find(op)) return;
+    af::NodeSpec spec;
+    spec.op = op;
+    spec.inputs = std::move(inputs);
+    spec.attrs = std::move(attrs);
+    auto r = g.add_node(std::move(spec));
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    keep(r->output(0));
+  };
+  raw("SquaredDifference", {y, af::zeros_like(y)});
+  raw("SumToShapeOf", {y, b});
+  raw("SparseRowsToDense", {af::gather(w, idx), idx, w});
+  raw("BroadcastReduced", {af::reduce_sum(y, {1}), y}, {{"axes", af::AttrValue::Ints{1}}, {"mean", true}});
 
   // State updates, grouping and control dependencies.
   af::Operation init = af::global_variables_initializer(g);

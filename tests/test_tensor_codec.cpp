@@ -249,7 +249,7 @@ TEST_CASE("tensor codec: throughput of encode + decode (informational)") {
   MESSAGE("encode+decode of a 64 MiB tensor: " << (reps * t.bytes() / s / 1e9) << " GB/s");
 }
 
-TEST_CASE("tensor codec: a tensor too large for one message becomes an error status") {
+TEST_CASE("tensor codec: a tensor too large for one message, or in device memory, becomes an error status") {
   // A fake buffer claiming 600 MiB: the encoder must refuse before reading any of it.
   static char dummy[64];
   auto buffer = std::make_shared<af::Buffer>(dummy, size_t{600} << 20, af::DeviceId{}, nullptr, nullptr);
@@ -261,6 +261,15 @@ TEST_CASE("tensor codec: a tensor too large for one message becomes an error sta
   CHECK(back.status.message().find("huge:0") != std::string::npos);
   CHECK(back.status.message().find("512 MiB") != std::string::npos);
   CHECK_FALSE(back.tensor.valid());
+  CHECK_THROWS_AS(af::encode_tensor(m.tensor), af::Error);
+
+  // Device memory is refused the same way, without being read.
+  auto on_gpu = std::make_shared<af::Buffer>(dummy, 16, af::DeviceId{af::DeviceType::GPU, 1}, nullptr, nullptr);
+  m.producer = "gpu_node:0";
+  m.tensor = af::Tensor(af::f32, af::Shape{4}, on_gpu);
+  auto refused = roundtrip(m);
+  CHECK_FALSE(refused.status.ok());
+  CHECK(refused.status.message().find("gpu:1") != std::string::npos);
   CHECK_THROWS_AS(af::encode_tensor(m.tensor), af::Error);
 }
 

@@ -188,6 +188,8 @@ std::string Tensor::to_string() const {
     if (dtype_ == DType::string) return data<std::string>()[0];
     return format_element(*this, 0);
   }
+  // numpy prints any empty array as "[]"; walking the rows of a [huge, 0] tensor would not end.
+  if (num_elements_ == 0) return "[]";
   bool summarize = num_elements_ > kSummarizeOver;
   std::vector<std::string> elems(static_cast<size_t>(num_elements_));
   for (int64_t i = 0; i < num_elements_; ++i) elems[static_cast<size_t>(i)] = format_element(*this, i);

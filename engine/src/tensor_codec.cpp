@@ -91,6 +91,9 @@ Result<Shape> read_shape(wire::TensorShape::Reader r) {
 
 Status check_encodable(const Tensor& t) {
   if (!t.valid()) return Status::OK();
+  if (t.buffer() && t.device().type != DeviceType::CPU)
+    return invalid_argument("tensor " + std::string(dtype_name(t.dtype())) + t.shape().to_string() + " is on " +
+                            t.device().to_string() + "; only host tensors can be encoded");
   if (t.dtype() == DType::string) {
     if (static_cast<uint64_t>(t.num_elements()) > kMaxBlobBytes)
       return invalid_argument("string tensor of shape " + t.shape().to_string() + " has more than 2^29 elements");

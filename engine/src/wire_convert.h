@@ -41,7 +41,7 @@ void write_shape(const Shape& s, wire::TensorShape::Builder b);
 // not fit one message (a blob over kMaxBlobBytes).
 void write_tensor(const Tensor& t, wire::TensorProto::Builder b, const capnp::Orphanage* orphanage = nullptr);
 void write_attr(const AttrValue& v, wire::AttrValue::Builder b);
-// Why `t` cannot be encoded (too large for one blob), or OK.
+// Why `t` cannot be encoded (not in host memory, too large for one blob), or OK.
 Status check_encodable(const Tensor& t);
 
 // The flat byte layout of a message (as capnp::messageToFlatArray), except that every

@@ -29,8 +29,9 @@ struct TensorMessage {
   Status status;
 };
 
-// A tensor too large for one message (data over 512 MiB) is sent as an error status
-// naming the producer instead, failing the step at the receiver.
+// Encodes host tensors only. A tensor that cannot travel (in device memory, or data over
+// 512 MiB) is sent as an error status naming the producer instead, failing the step at
+// the receiver rather than throwing in the runtime.
 std::string encode_tensor_message(const TensorMessage& m);
 Result<TensorMessage> decode_tensor_message(std::string bytes);
 // Decodes bytes held by `owner`, which the decoded tensor keeps alive when it shares
@@ -39,7 +40,7 @@ Result<TensorMessage> decode_tensor_message(std::string bytes);
 Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* data, size_t size);
 
 // A TensorProto alone. An invalid Tensor() round-trips as itself. encode_tensor throws
-// af::Error for a tensor over 512 MiB.
+// af::Error for a tensor that cannot travel.
 std::string encode_tensor(const Tensor& t);
 Result<Tensor> decode_tensor(std::string bytes);
 
