@@ -20,8 +20,11 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The main job: the first program, then a few epochs of the Fashion-MNIST MLP.
+RUN_EPOCHS ?= 3
 run: build
 	$(BUILD_DIR)/samples/hello
+	cd $(BUILD_DIR) && ./samples/fashion_mnist --model mlp --epoch_number $(RUN_EPOCHS) --mode train_from_scratch
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600

@@ -341,9 +341,10 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
     std::cerr << sample_name << ": " << r.status().to_string() << "\n";
     return 1;
   }
-  std::printf("RESULT sample=%s model=%s test_accuracy=%.4f test_loss=%.4f epochs=%d steps=%lld seconds=%.1f examples_per_second=%.0f\n",
+  std::printf("RESULT sample=%s model=%s test_accuracy=%.4f test_loss=%.4f epochs=%d steps=%lld seconds=%.1f "
+              "examples_per_second=%.0f first_loss=%.4f final_loss=%.4f\n",
               sample_name.c_str(), f.model.c_str(), r->test_accuracy, r->test_loss, r->epochs,
-              static_cast<long long>(r->steps), r->seconds, r->examples_per_second);
+              static_cast<long long>(r->steps), r->seconds, r->examples_per_second, r->first_loss, r->last_loss);
   return 0;
 }
 

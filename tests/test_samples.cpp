@@ -1,0 +1,135 @@
+// The training samples as a user runs them (short runs: the loss must fall), and the
+// export -> inference round trip of the kit.
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "trainer.h"
+
+namespace af = actorflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs a sample in a fresh temp dir and returns its RESULT line's key=value pairs.
+std::map<std::string, std::string> run_sample(const std::string& name, const std::string& args) {
+  fs::path dir = fs::temp_directory_path() / ("af_sample_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string cmd = "cd " + dir.string() + " && " + std::string(AF_SAMPLES_DIR) + "/" + name + " " + args + " 2>&1";
+  std::map<std::string, std::string> kv;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  std::string last;
+  while (fgets(buf, sizeof buf, p)) {
+    std::string line = buf;
+    if (line.rfind("RESULT ", 0) == 0) last = line;
+  }
+  int rc = pclose(p);
+  CHECK_MESSAGE(rc == 0, name << " exited with " << rc);
+  std::istringstream in(last.substr(7));
+  std::string tok;
+  while (in >> tok) {
+    auto eq = tok.find('=');
+    if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
+  }
+  fs::remove_all(dir);
+  return kv;
+}
+
+void check_loss_falls(const std::map<std::string, std::string>& r) {
+  REQUIRE(r.count("first_loss"));
+  REQUIRE(r.count("final_loss"));
+  double first = std::stod(r.at("first_loss")), last = std::stod(r.at("final_loss"));
+  INFO("first_loss " << first << " final_loss " << last);
+  CHECK(last < first * 0.8);
+}
+
+bool have(const char* path) { return fs::exists(path); }
+
+}  // namespace
+
+TEST_CASE("cancer_classifier lr and dnn: loss falls, accuracy reported") {
+  if (!have(kit::kBreastCancerCsv)) {
+    MESSAGE("python3-sklearn not installed: skipped");
+    return;
+  }
+  for (std::string model : {"lr", "dnn"}) {
+    CAPTURE(model);
+    auto r = run_sample("cancer_classifier", "--model " + model + " --epoch_number 10 --max_steps 150");
+    check_loss_falls(r);
+    CHECK(std::stod(r["test_accuracy"]) > 0.85);
+  }
+}
+
+TEST_CASE("wide_and_deep: loss falls") {
+  if (!have(kit::kBreastCancerCsv)) return;
+  auto r = run_sample("wide_and_deep", "--epoch_number 10 --max_steps 150");
+  check_loss_falls(r);
+  CHECK(std::stod(r["test_accuracy"]) > 0.85);
+}
+
+TEST_CASE("fashion_mnist mlp and cnn: loss falls over a few hundred steps") {
+  if (!have("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    MESSAGE("dataset-fashion-mnist not installed: skipped");
+    return;
+  }
+  auto mlp = run_sample("fashion_mnist", "--model mlp --epoch_number 1 --max_steps 300");
+  check_loss_falls(mlp);
+  auto cnn = run_sample("fashion_mnist", "--model cnn --epoch_number 1 --max_steps 60 --batch_size 32");
+  check_loss_falls(cnn);
+}
+
+TEST_CASE("export -> inference gives the trained session's predictions") {
+  if (!have(kit::kBreastCancerCsv)) return;
+  auto data = kit::load_breast_cancer(kit::kBreastCancerCsv, 1);
+  REQUIRE(data.ok());
+  fs::path dir = fs::temp_directory_path() / ("af_export_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto build = [&](af::Graph& g, kit::Model& m) {
+    m.x = af::placeholder(g, af::f32, {-1, data->x_train.dim(1)}, "x");
+    m.y = af::placeholder(g, af::i64, {-1}, "y");
+    auto h = af::layers::dense(m.x, 8, af::layers::Act::relu, "hidden");
+    auto logit = af::reshape(af::layers::dense(h, 1, {}, "logit"), {-1});
+    m.loss = af::mean(af::sigmoid_cross_entropy_with_logits(logit, af::cast(m.y, af::f32)));
+    m.prediction = af::sigmoid(logit, "probability");
+  };
+  kit::Flags f;
+  f.optimizer = "adam";
+  f.epoch_number = 2;
+  f.batch_size = 32;
+  f.mode = "train_from_scratch";
+  f.checkpoint_path = (dir / "ckpt").string();
+  f.output_path = (dir / "tb").string();
+  {
+    af::Graph g;
+    kit::Model m;
+    build(g, m);
+    auto r = kit::train(g, m, *data, f);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  }
+  // The trained weights, restored into a session of a freshly built graph.
+  af::Graph g;
+  kit::Model m;
+  build(g, m);
+  auto step = af::train::global_step(g);
+  auto opt = kit::make_optimizer(f, g, step, 1);
+  (void)opt->minimize(m.loss, {}, step);
+  af::Saver saver(g);
+  af::Session sess(g);
+  REQUIRE(saver.restore(sess, f.checkpoint_path).ok());
+  auto want = sess.run({m.prediction}, {{m.x, data->x_test}});
+  REQUIRE(want.ok());
+  REQUIRE(kit::export_model(sess, g, m, (dir / "export").string()).ok());
+  auto got = kit::predict_with_export((dir / "export").string(), data->x_test);
+  REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+  CHECK(got->shape() == (*want)[0].shape());
+  CHECK(got->equals((*want)[0]));
+  fs::remove_all(dir);
+}
