@@ -149,6 +149,79 @@ inline Model build_model() {
   raw("SumToShapeOf", {y, b});
   raw("SparseRowsToDense", {af::gather(w, idx), idx, w});
   raw("BroadcastReduced", {af::reduce_sum(y, {1}), y}, {{"axes", af::AttrValue::Ints{1}}, {"mean", true}});
+  raw("ReshapeLike", {af::reshape(y, {-1}), y});
+  raw("PadLike", {y, af::pad(y, {{1, 0}, {0, 2}})}, {{"begin", af::AttrValue::Ints{1, 0}}});
+  raw("SliceLike", {af::pad(y, {{1, 0}, {0, 2}}), y}, {{"begin", af::AttrValue::Ints{1, 0}}});
+  raw("SplitLike", {af::concat({y, y}, 1), y, y}, {{"axis", int64_t{1}}});
+  raw("TileGrad", {af::tile(b, {3}), b}, {{"multiples", af::AttrValue::Ints{3}}});
+  raw("GatherGrad", {af::gather(w, idx), idx, w}, {{"axis", int64_t{0}}});
+  raw("GatherGradValues", {af::gather(w, idx), idx});
+  raw("ProdOfOthers", {y}, {{"axes", af::AttrValue::Ints{1}}});
+
+  // Losses and metrics.
+  auto dense = keep(af::bias_add(af::matmul(x, w), b, "dense"));
+  keep(af::l2_loss(w, "l2"));
+  keep(af::softmax_cross_entropy_with_logits(dense, af::softmax(dense), "xent"));
+  keep(af::sparse_softmax_cross_entropy(dense, af::constant(g, std::vector<int64_t>{2, 0}, {2}), "sxent"));
+  keep(af::sigmoid_cross_entropy_with_logits(x, af::sigmoid(x), "sig_xent"));
+  keep(af::gradients({dense}, {b})[0]);  // BiasAddGrad
+  keep(af::auc(af::greater(x, af::constant(g, 0.0f)), af::sigmoid(x), 10, "auc").update);  // AucAccumulate
+
+  // Convolution, pooling, batch normalization and dropout, with their gradient ops.
+  {
+    af::NameScope s(g, "conv");
+    auto img = af::placeholder(g, af::f32, {-1, 6, 6, 2}, "img");
+    af::Tensor iv(af::f32, {2, 6, 6, 2});
+    for (int64_t i = 0; i < iv.num_elements(); ++i) iv.data<float>()[i] = static_cast<float>((i * 37) % 11) / 10.0f - 0.5f;
+    m.feeds.push_back({img, iv});
+    auto filter = af::constant(g, af::Tensor::filled(af::f32, {3, 3, 2, 4}, 0.1), "filter");
+    auto c = af::conv2d(img, filter, {1, 1}, "SAME");
+    auto mp = af::max_pool2d(c, {2, 2}, {2, 2}, "VALID");
+    auto ap = af::avg_pool2d(c, {2, 2}, {2, 2}, "SAME");
+    auto bn = af::batch_norm(mp + ap, true);
+    auto dr = af::dropout(bn, 0.5, true, 3);
+    auto loss = af::reduce_sum(dr * dr);
+    keep(loss);
+    auto grads = af::gradients({loss}, {img});  // Conv2DBackpropInput, MaxPoolGrad, AvgPoolGrad, FusedBatchNormGrad
+    keep(grads[0]);
+    auto filter_grad = af::gradients({af::reduce_sum(af::conv2d(img, filter, {2, 2}, "VALID"))}, {filter});
+    keep(filter_grad[0]);  // Conv2DBackpropFilter
+    auto pooled = af::max_pool2d(c, {2, 2}, {2, 2}, "VALID");
+    auto upstream = af::identity(pooled * 2.0, "upstream");
+    auto mp_grad = af::gradients({pooled}, {c}, {upstream})[0];
+    keep(af::gradients({af::reduce_sum(mp_grad * mp_grad)}, {upstream})[0]);  // MaxPoolGradGrad
+  }
+
+  // Optimizer updates, dense and sparse, on model/rn with model/ru and model/tn as slots.
+  {
+    auto f = [&](double v) { return af::constant(g, static_cast<float>(v), "hyper"); };
+    auto grad = af::fill(g, {5}, 0.1, af::f32, "apply_grad");
+    auto rows = af::fill(g, {2}, 0.1, af::f32, "apply_rows");
+    auto ix = af::constant(g, std::vector<int64_t>{0, 3}, {2}, "apply_ix");
+    auto apply = [&](const std::string& op, std::vector<af::Output> hyper, int grad_at, std::vector<std::string> slots,
+                     std::map<std::string, af::AttrValue> extra = {}) {
+      for (bool sparse : {false, true}) {
+        af::NodeSpec spec;
+        spec.op = sparse ? "Sparse" + op : op;
+        spec.inputs = hyper;
+        if (sparse) spec.inputs.insert(spec.inputs.begin() + grad_at, {rows, ix});
+        else spec.inputs.insert(spec.inputs.begin() + grad_at, grad);
+        spec.attrs = extra;
+        spec.attrs["variable"] = std::string("model/rn");
+        const char* slot_vars[] = {"model/ru", "model/tn"};
+        for (size_t i = 0; i < slots.size(); ++i) spec.attrs[slots[i]] = std::string(slot_vars[i]);
+        auto r = g.add_node(std::move(spec));
+        REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+      }
+    };
+    apply("ApplyGradientDescent", {f(0.1)}, 1, {});
+    apply("ApplyMomentum", {f(0.1), f(0.9)}, 1, {"accum"}, {{"use_nesterov", true}});
+    apply("ApplyAdagrad", {f(0.1)}, 1, {"accum"});
+    apply("ApplyAdadelta", {f(1), f(0.95), f(1e-6)}, 3, {"accum", "accum_update"});
+    apply("ApplyRMSProp", {f(0.01), f(0.9), f(0.5), f(1e-10)}, 4, {"ms", "mom"});
+    apply("ApplyAdam", {f(0.9), f(0.999), f(0.1), f(0.9), f(0.999), f(1e-8)}, 6, {"m", "v"}, {{"use_nesterov", true}});
+    apply("ApplyFtrl", {f(0.1), f(0.01), f(0.02), f(-0.5)}, 0, {"accum", "linear"});
+  }
 
   // State updates, grouping and control dependencies.
   af::Operation init = af::global_variables_initializer(g);
