@@ -1,0 +1,62 @@
+// TensorBoard summaries: SummaryWriter appends Event protos to
+// <logdir>/events.out.tfevents.<unix time>.<hostname> in TFRecord framing, the format
+// TensorBoard (and tf.summary) read. The training loop passes values it fetched:
+//   af::SummaryWriter w("runs/exp1");
+//   w.add_graph(g);
+//   w.add_scalar("loss", loss.item<float>(), step);
+//   w.add_histogram("dense/kernel", kernel_value, step);
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actorflow/graph.h"
+#include "actorflow/tensor.h"
+
+namespace actorflow {
+
+class SummaryWriter {
+ public:
+  // Creates `logdir` (with parents) and a new event file in it, starting with the
+  // file_version event "brain.Event:2". Buffered events are written out by flush(), when
+  // `flush_secs` have passed since the last write-out, and by close(). Throws af::Error
+  // when the file cannot be created.
+  explicit SummaryWriter(const std::string& logdir, double flush_secs = 10);
+  ~SummaryWriter();
+  SummaryWriter(const SummaryWriter&) = delete;
+  SummaryWriter& operator=(const SummaryWriter&) = delete;
+
+  // The event file's path.
+  const std::string& path() const { return path_; }
+
+  Status add_scalar(const std::string& tag, float value, int64_t step);
+  // A histogram of every element of `values` (numeric or bool, host memory) with
+  // TensorFlow's default exponential buckets; NaN or infinite values are an error.
+  Status add_histogram(const std::string& tag, const Tensor& values, int64_t step);
+  // The graph as a tf.GraphDef, for TensorBoard's graph tab.
+  Status add_graph(const Graph& graph);
+  // Writes buffered events to the file and fsyncs it.
+  Status flush();
+  // Flushes and closes; later add_* calls fail. Called by the destructor.
+  Status close();
+
+  // Safe to call from several threads.
+ private:
+  Status append(const std::string& event);
+  Status write_out_locked();
+
+  std::mutex mu_;
+  std::string path_;
+  int fd_ = -1;
+  std::string buffer_;
+  double flush_secs_;
+  std::chrono::steady_clock::time_point last_write_;
+};
+
+// The payloads of a TFRecord file such as an event file, every length and CRC checked;
+// errors (data_loss) name the file, the record and its byte offset.
+Result<std::vector<std::string>> read_tfrecords(const std::string& path);
+
+}  // namespace actorflow

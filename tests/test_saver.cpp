@@ -1,0 +1,672 @@
+// Checkpoints: af::Saver round trips, keep-last-N, every error case, crash safety (a
+// child process SIGKILLed mid-save), and interop with Python's safetensors.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "../engine/src/safetensors.h"
+#include "interop/interop.h"
+#include "test_util.h"
+
+namespace af = actorflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path = fs::temp_directory_path() / ("af_saver_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+af::Tensor eval_var(af::Session& sess, const af::Output& v) {
+  auto r = sess.eval(v);
+  if (!r.ok()) FAIL(r.status().to_string());
+  return *r;
+}
+
+void set_var(af::Session& sess, const af::Output& var, const af::Tensor& value) {
+  af::Graph& g = *var.graph();
+  auto ph = af::placeholder(g, value.dtype(), value.shape());
+  auto op = af::assign(var, ph);
+  REQUIRE(sess.run({}, {{ph, value}}, {af::Operation(op)}).ok());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+uint64_t header_len(const std::string& file) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<unsigned char>(file[static_cast<size_t>(i)]);
+  return n;
+}
+
+// A model with one variable of each dtype, some scalar or empty, plus a non-trainable
+// global_step, as a training graph has.
+struct Model {
+  af::Graph g;
+  af::Output w, d, i32v, i64v, u8v, flags, empty, step;
+  Model() {
+    w = af::variable(g, af::random_normal({2, 3}, 0, 1, 7), "dense/kernel");
+    d = af::variable(g, af::constant_init(0.5, {}, af::f64), "scale");
+    i32v = af::variable(g, af::zeros({4}, af::i32), "ids");
+    i64v = af::variable(g, af::ones({2, 2}, af::i64), "counts");
+    u8v = af::variable(g, af::zeros({5}, af::u8), "pixels");
+    flags = af::variable(g, af::zeros({3}, af::boolean), "flags");
+    empty = af::variable(g, af::zeros({0, 3}), "empty");
+    step = af::variable(g, af::zeros({}, af::i64), "global_step", /*trainable=*/false);
+  }
+};
+
+// The values the tests store, different from every initializer.
+struct Values {
+  af::Tensor w = af::Tensor::from_vector<float>({1.5f, -2.25f, 3e-8f, 4e8f, -0.f, 6.f}, {2, 3});
+  af::Tensor d = af::Tensor::scalar<double>(-1.0 / 3.0);
+  af::Tensor i32v = af::Tensor::from_vector<int32_t>({1, -2, 2147483647, -2147483647 - 1});
+  af::Tensor i64v = af::Tensor::from_vector<int64_t>({int64_t{1} << 50, -3, 0, 99}, {2, 2});
+  af::Tensor u8v = af::Tensor::from_vector<uint8_t>({0, 1, 128, 254, 255});
+  af::Tensor flags = af::Tensor::from_vector<bool>({true, false, true});
+  af::Tensor step = af::Tensor::scalar<int64_t>(1234);
+};
+
+void store(af::Session& sess, Model& m, const Values& v) {
+  set_var(sess, m.w, v.w);
+  set_var(sess, m.d, v.d);
+  set_var(sess, m.i32v, v.i32v);
+  set_var(sess, m.i64v, v.i64v);
+  set_var(sess, m.u8v, v.u8v);
+  set_var(sess, m.flags, v.flags);
+  set_var(sess, m.step, v.step);
+}
+
+void check_values(af::Session& sess, Model& m, const Values& v) {
+  CHECK(eval_var(sess, m.w).equals(v.w));
+  CHECK(eval_var(sess, m.d).equals(v.d));
+  CHECK(eval_var(sess, m.i32v).equals(v.i32v));
+  CHECK(eval_var(sess, m.i64v).equals(v.i64v));
+  CHECK(eval_var(sess, m.u8v).equals(v.u8v));
+  CHECK(eval_var(sess, m.flags).equals(v.flags));
+  CHECK(eval_var(sess, m.empty).shape() == af::Shape{0, 3});
+  CHECK(eval_var(sess, m.step).equals(v.step));
+}
+
+// Saves a Model holding Values at `step` into `dir`; returns the file.
+std::string save_model(const std::string& dir, int64_t step, int max_to_keep = 5) {
+  Model m;
+  af::Saver saver(m.g, {}, max_to_keep);
+  af::Session sess(m.g);
+  REQUIRE(sess.run_init().ok());
+  store(sess, m, Values{});
+  std::string path;
+  auto s = saver.save(sess, dir, step, &path);
+  REQUIRE_MESSAGE(s.ok(), s.to_string());
+  return path;
+}
+
+// Kills and reaps a forked child when a failed REQUIRE leaves the test early.
+struct ChildGuard {
+  pid_t pid;
+  ~ChildGuard() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Saver round-trips variables of every dtype and shape into a fresh session") {
+  TempDir dir;
+  Values v;
+  std::string path = save_model(dir.str(), 7);
+  CHECK(path == dir / "model.ckpt-7.safetensors");
+  CHECK(fs::exists(path));
+  auto latest = af::latest_checkpoint(dir.str());
+  REQUIRE(latest.ok());
+  CHECK(*latest == path);
+
+  SUBCASE("same graph shape, new session after run_init") {
+    Model m;
+    af::Saver saver(m.g);
+    af::Session sess(m.g);
+    REQUIRE(sess.run_init().ok());
+    CHECK_FALSE(eval_var(sess, m.step).equals(v.step));
+    auto s = saver.restore(sess, dir.str());
+    REQUIRE_MESSAGE(s.ok(), s.to_string());
+    check_values(sess, m, v);
+  }
+  SUBCASE("restore initializes variables without run_init") {
+    Model m;
+    af::Saver saver(m.g);
+    af::Session sess(m.g);
+    auto s = saver.restore_file(sess, path);
+    REQUIRE_MESSAGE(s.ok(), s.to_string());
+    check_values(sess, m, v);
+  }
+  SUBCASE("the file holds every variable, the step and checksums") {
+    std::map<std::string, std::string> meta;
+    auto tensors = af::read_safetensors(path, &meta);
+    REQUIRE(tensors.ok());
+    std::set<std::string> names;
+    for (const auto& t : *tensors) names.insert(t.name);
+    CHECK(names == std::set<std::string>{"dense/kernel", "scale", "ids", "counts", "pixels", "flags", "empty", "global_step"});
+    CHECK(meta["step"] == "7");
+    CHECK(meta.count("crc32c.data") == 1);
+    CHECK(meta.count("crc32c.header") == 1);
+    CHECK(meta.count("crc32c:dense/kernel") == 1);
+    // The real format: an 8-byte length, a JSON header padded to keep the data aligned.
+    std::string bytes = read_file(path);
+    uint64_t n = header_len(bytes);
+    CHECK((8 + n) % 8 == 0);
+    CHECK(bytes[8] == '{');
+    CHECK(contains(bytes.substr(8, n), "\"dense/kernel\":{\"dtype\":\"F32\",\"shape\":[2,3]"));
+    CHECK(contains(bytes.substr(8, n), "\"dtype\":\"BOOL\""));
+  }
+}
+
+TEST_CASE("Saver: var_list subsets, training state across sessions, ignored extra tensors") {
+  TempDir dir;
+  Model m;
+  af::Saver only_w(m.g, {m.w, m.step});
+  CHECK(only_w.var_list().size() == 2);
+  af::Session sess(m.g);
+  REQUIRE(sess.run_init().ok());
+  Values v;
+  store(sess, m, v);
+  REQUIRE(only_w.save(sess, dir.str(), 1).ok());
+  auto tensors = af::read_safetensors(dir / "model.ckpt-1.safetensors");
+  REQUIRE(tensors.ok());
+  CHECK(tensors->size() == 2);
+
+  // The full model saved by another Saver restores into a Saver over a subset.
+  TempDir full;
+  af::Saver all(m.g);
+  REQUIRE(all.save(sess, full.str(), 5).ok());
+  set_var(sess, m.w, af::Tensor::filled(af::f32, {2, 3}, 9));
+  set_var(sess, m.d, af::Tensor::scalar<double>(9));
+  REQUIRE(only_w.restore(sess, full.str()).ok());
+  CHECK(eval_var(sess, m.w).equals(v.w));
+  CHECK(eval_var(sess, m.d).item<double>() == 9);  // not in the subset: untouched
+
+  // A training-like update after restore continues from the restored value.
+  auto inc = af::assign_add(m.step, af::constant(m.g, int64_t{1}));
+  REQUIRE(sess.run({}, {}, {af::Operation(inc)}).ok());
+  CHECK(eval_var(sess, m.step).item<int64_t>() == 1235);
+}
+
+TEST_CASE("Saver's restore ops sit on their variable's device") {
+  TempDir dir;
+  af::Graph g;
+  af::Output placed;
+  {
+    af::DeviceScope d(g, "/cpu:0");
+    placed = af::variable(g, af::constant_init(3, {2}), "placed");
+  }
+  auto free = af::variable(g, af::constant_init(4, {2}), "free");
+  af::Saver saver(g);
+  int checked = 0;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const af::Node& n = g.node(id);
+    if (n.op != "Assign" || n.name.rfind("save/", 0) != 0) continue;
+    CHECK(n.device == (n.attr_string("variable") == "placed" ? "/cpu:0" : ""));
+    ++checked;
+  }
+  CHECK(checked == 2);
+  af::Session sess(g);
+  REQUIRE(sess.run_init().ok());
+  REQUIRE(saver.save(sess, dir.str(), 1).ok());
+  set_var(sess, placed, af::Tensor::filled(af::f32, {2}, 0));
+  REQUIRE(saver.restore(sess, dir.str()).ok());
+  CHECK(eval_var(sess, placed).to_vector<float>() == std::vector<float>{3, 3});
+  CHECK(eval_var(sess, free).to_vector<float>() == std::vector<float>{4, 4});
+}
+
+TEST_CASE("Saver keeps the last max_to_keep checkpoints, also across Saver instances") {
+  TempDir dir;
+  Model m;
+  af::Session sess(m.g);
+  REQUIRE(sess.run_init().ok());
+  {
+    af::Saver saver(m.g, {}, 3);
+    // A temp file a killed save left behind is cleaned up by the next save.
+    write_file(dir / "model.ckpt-99.safetensors.tmp", "partial");
+    for (int64_t step = 10; step <= 60; step += 10) {
+      set_var(sess, m.step, af::Tensor::scalar<int64_t>(step));
+      REQUIRE(saver.save(sess, dir.str(), step).ok());
+    }
+    CHECK_FALSE(fs::exists(dir / "model.ckpt-99.safetensors.tmp"));
+    CHECK_FALSE(fs::exists(dir / "checkpoint.tmp"));
+  }
+  for (int step : {10, 20, 30}) CHECK_FALSE(fs::exists(dir / ("model.ckpt-" + std::to_string(step) + ".safetensors")));
+  for (int step : {40, 50, 60}) CHECK(fs::exists(dir / ("model.ckpt-" + std::to_string(step) + ".safetensors")));
+  auto state = af::read_checkpoint_state(dir.str());
+  REQUIRE(state.ok());
+  CHECK(state->latest == "model.ckpt-60.safetensors");
+  CHECK(state->all == std::vector<std::string>{"model.ckpt-40.safetensors", "model.ckpt-50.safetensors", "model.ckpt-60.safetensors"});
+
+  // A new Saver (a restarted process) continues the list rather than forgetting it.
+  af::Saver again(m.g, {}, 3);
+  REQUIRE(again.save(sess, dir.str(), 70).ok());
+  CHECK_FALSE(fs::exists(dir / "model.ckpt-40.safetensors"));
+  state = af::read_checkpoint_state(dir.str());
+  REQUIRE(state.ok());
+  CHECK(state->all.size() == 3);
+  CHECK(state->latest == "model.ckpt-70.safetensors");
+  // Saving a step again replaces it and makes it the latest.
+  REQUIRE(again.save(sess, dir.str(), 50).ok());
+  state = af::read_checkpoint_state(dir.str());
+  CHECK(state->all == std::vector<std::string>{"model.ckpt-60.safetensors", "model.ckpt-70.safetensors", "model.ckpt-50.safetensors"});
+
+  // Restoring the latest gives step 60's values (what the variable held when step 50 was re-saved is 60).
+  set_var(sess, m.step, af::Tensor::scalar<int64_t>(-1));
+  REQUIRE(again.restore(sess, dir.str()).ok());
+  CHECK(eval_var(sess, m.step).item<int64_t>() == 60);
+
+  // max_to_keep = 0 keeps everything.
+  TempDir all;
+  af::Saver keep_all(m.g, {}, 0);
+  for (int64_t step = 1; step <= 7; ++step) REQUIRE(keep_all.save(sess, all.str(), step).ok());
+  CHECK(af::read_checkpoint_state(all.str())->all.size() == 7);
+  for (int64_t step = 1; step <= 7; ++step) CHECK(fs::exists(all / ("model.ckpt-" + std::to_string(step) + ".safetensors")));
+}
+
+TEST_CASE("Saver construction and session errors") {
+  Model m;
+  auto sum = af::add(m.w, m.w);
+  CHECK_THROWS_WITH_AS(af::Saver(m.g, {sum}), doctest::Contains("not a variable"), af::Error);
+  CHECK_THROWS_WITH_AS(af::Saver(m.g, {}, -1), doctest::Contains("max_to_keep"), af::Error);
+  af::Graph sg;
+  af::variable(sg, af::tensor_init(af::Tensor::from_vector<std::string>({"a", "b"})), "names");
+  CHECK_THROWS_WITH_AS(af::Saver{sg}, doctest::Contains("'names' has dtype string"), af::Error);
+
+  TempDir dir;
+  af::Saver saver(m.g);
+  Model other;
+  af::Session other_sess(other.g);
+  REQUIRE(other_sess.run_init().ok());
+  auto s = saver.save(other_sess, dir.str(), 1);
+  CHECK(s.code() == af::Code::invalid_argument);
+  CHECK(contains(s.message(), "another graph"));
+
+  // Saving uninitialized variables fails and names one; nothing is written.
+  af::Session fresh(m.g);
+  s = saver.save(fresh, dir.str(), 1);
+  CHECK_FALSE(s.ok());
+  CHECK(contains(s.message(), "Saver::save"));
+  CHECK(contains(s.message(), "initialized"));
+  CHECK_FALSE(fs::exists(dir / "checkpoint"));
+  af::Session sess(m.g);
+  REQUIRE(sess.run_init().ok());
+  CHECK(saver.save(sess, dir.str(), -5).code() == af::Code::invalid_argument);
+}
+
+TEST_CASE("Saver::restore errors name the file and the variable, and change nothing") {
+  TempDir dir;
+  const std::string path = save_model(dir.str(), 3);
+  const std::string original = read_file(path);
+  const uint64_t n = header_len(original);
+
+  // The model that restores, with values that must survive a failed restore.
+  Model m;
+  af::Session sess(m.g);
+  REQUIRE(sess.run_init().ok());
+  set_var(sess, m.step, af::Tensor::scalar<int64_t>(-7));
+  af::Saver saver(m.g);
+  auto untouched = [&] { CHECK(eval_var(sess, m.step).item<int64_t>() == -7); };
+
+  SUBCASE("no checkpoint at all") {
+    TempDir empty;
+    auto s = saver.restore(sess, empty.str());
+    CHECK(s.code() == af::Code::not_found);
+    CHECK(contains(s.message(), empty.str()));
+    CHECK(contains(s.message(), "no checkpoint"));
+    s = saver.restore_file(sess, dir / "model.ckpt-404.safetensors");
+    CHECK(s.code() == af::Code::not_found);
+    CHECK(contains(s.message(), "model.ckpt-404.safetensors"));
+    CHECK(af::latest_checkpoint(empty.str()).status().code() == af::Code::not_found);
+  }
+  SUBCASE("index names a file that is gone") {
+    fs::remove(path);
+    auto s = saver.restore(sess, dir.str());
+    CHECK(s.code() == af::Code::not_found);
+    CHECK(contains(s.message(), "model.ckpt-3.safetensors"));
+  }
+  SUBCASE("corrupted index") {
+    write_file(dir / "checkpoint", "{\"latest\": ");
+    auto s = saver.restore(sess, dir.str());
+    CHECK(s.code() == af::Code::data_loss);
+    CHECK(contains(s.message(), dir / "checkpoint"));
+    write_file(dir / "checkpoint", "{\"latest\": \"../../etc/passwd\", \"all\": []}");
+    CHECK(saver.restore(sess, dir.str()).code() == af::Code::data_loss);
+  }
+  SUBCASE("a variable the checkpoint lacks") {
+    Model bigger;
+    af::variable(bigger.g, af::zeros({2}), "dense/extra");
+    af::Saver s2(bigger.g);
+    af::Session sess2(bigger.g);
+    auto s = s2.restore(sess2, dir.str());
+    CHECK(s.code() == af::Code::not_found);
+    CHECK(contains(s.message(), "'dense/extra'"));
+    CHECK(contains(s.message(), path));
+  }
+  SUBCASE("shape mismatch") {
+    af::Graph g;
+    af::variable(g, af::zeros({3, 2}), "dense/kernel");
+    af::Saver s2(g);
+    af::Session sess2(g);
+    auto s = s2.restore(sess2, dir.str());
+    CHECK(s.code() == af::Code::invalid_argument);
+    CHECK(contains(s.message(), "'dense/kernel'"));
+    CHECK(contains(s.message(), "[3,2]"));
+    CHECK(contains(s.message(), "[2,3]"));
+    CHECK(contains(s.message(), path));
+  }
+  SUBCASE("dtype mismatch") {
+    af::Graph g;
+    af::variable(g, af::zeros({2, 3}, af::f64), "dense/kernel");
+    af::Saver s2(g);
+    af::Session sess2(g);
+    auto s = s2.restore(sess2, dir.str());
+    CHECK(s.code() == af::Code::invalid_argument);
+    CHECK(contains(s.message(), "'dense/kernel' is float64"));
+    CHECK(contains(s.message(), "F32"));
+  }
+  SUBCASE("a flipped bit in a tensor's data") {
+    auto entries = af::read_safetensors(path);
+    REQUIRE(entries.ok());
+    std::string bad = original;
+    bad[bad.size() - 1] ^= 0x10;  // the last byte belongs to the last tensor in the file
+    write_file(path, bad);
+    auto s = saver.restore(sess, dir.str());
+    CHECK(s.code() == af::Code::data_loss);
+    CHECK(contains(s.message(), path));
+    CHECK(contains(s.message(), "CRC-32C"));
+    CHECK(contains(s.message(), "tensor '"));
+    untouched();
+  }
+  SUBCASE("a changed header") {
+    std::string bad = original;
+    size_t at = bad.find("\"scale\"");
+    REQUIRE(at < 8 + n);
+    bad[at + 1] = 'S';  // renames the tensor: structurally valid, but the header CRC disagrees
+    write_file(path, bad);
+    auto s = saver.restore(sess, dir.str());
+    CHECK(s.code() == af::Code::data_loss);
+    CHECK(contains(s.message(), "header fails the CRC-32C check"));
+    untouched();
+  }
+  SUBCASE("a header that is not JSON") {
+    std::string bad = original;
+    bad[8 + n / 2] = '\x01';
+    write_file(path, bad);
+    auto s = saver.restore(sess, dir.str());
+    CHECK(s.code() == af::Code::data_loss);
+    CHECK(contains(s.message(), path));
+    untouched();
+  }
+  SUBCASE("truncated files") {
+    for (size_t keep : {size_t{0}, size_t{5}, size_t{8 + n / 2}, size_t{8 + n + 3}, original.size() - 1}) {
+      CAPTURE(keep);
+      write_file(path, original.substr(0, keep));
+      auto s = saver.restore(sess, dir.str());
+      CHECK(s.code() == af::Code::data_loss);
+      CHECK(contains(s.message(), path));
+      CHECK(contains(s.message(), "truncated"));
+    }
+    untouched();
+  }
+  SUBCASE("bytes appended") {
+    write_file(path, original + "xyz");
+    auto s = saver.restore(sess, dir.str());
+    CHECK(s.code() == af::Code::data_loss);
+    CHECK(contains(s.message(), "3 bytes follow the last tensor"));
+  }
+}
+
+TEST_CASE("write_safetensors rejects what it cannot store") {
+  TempDir dir;
+  auto t = af::Tensor::from_vector<float>({1, 2});
+  CHECK(af::write_safetensors(dir / "a", {{"x", t}, {"x", t}}).code() == af::Code::invalid_argument);
+  CHECK(af::write_safetensors(dir / "a", {{"__metadata__", t}}).code() == af::Code::invalid_argument);
+  CHECK(af::write_safetensors(dir / "a", {{"s", af::Tensor::scalar("hi")}}).code() == af::Code::unimplemented);
+  CHECK(af::write_safetensors(dir / "a", {{"x", t}}, {{"crc32c.data", "0"}}).code() == af::Code::invalid_argument);
+  REQUIRE(af::write_safetensors(dir / "a", {{"weird \"name\"\n\\", t}}, {{"note", "caf\xc3\xa9"}}).ok());
+  std::map<std::string, std::string> meta;
+  auto back = af::read_safetensors(dir / "a", &meta);
+  REQUIRE(back.ok());
+  CHECK((*back)[0].name == "weird \"name\"\n\\");
+  CHECK((*back)[0].value.equals(t));
+  CHECK(meta["note"] == "caf\xc3\xa9");
+}
+
+TEST_CASE("damaged checkpoints never crash the reader: they fail or read back identical") {
+  TempDir dir;
+  const std::string path = save_model(dir.str(), 1);
+  const std::string original = read_file(path);
+  auto clean = af::read_safetensors(path);
+  REQUIRE(clean.ok());
+  std::mt19937 rng(99);
+  int failed = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string bad = original;
+    int edits = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < edits; ++k) {
+      size_t at = rng() % bad.size();
+      bad[at] = static_cast<char>(rng() % 256);
+    }
+    if (trial % 10 == 0) bad.resize(rng() % bad.size());
+    write_file(path, bad);
+    auto r = af::read_safetensors(path);
+    if (!r.ok()) {
+      ++failed;
+      CHECK(r.status().code() == af::Code::data_loss);
+      continue;
+    }
+    // Accepted only when nothing that matters changed (e.g. a space in the header's padding).
+    REQUIRE(r->size() == clean->size());
+    for (size_t i = 0; i < r->size(); ++i) {
+      CHECK((*r)[i].name == (*clean)[i].name);
+      CHECK((*r)[i].value.equals((*clean)[i].value));
+    }
+  }
+  CHECK(failed > 250);
+}
+
+TEST_CASE("the header JSON parser: escapes, surrogate pairs, and its limits") {
+  auto v = af::st::parse_json("{\"a\\u00e9\\ud83d\\ude00\\n\": [1, 22], \"b\": {\"c\": true, \"d\": null}}");
+  REQUIRE(v.ok());
+  REQUIRE(v->members.size() == 2);
+  CHECK(v->members[0].first == "a\xc3\xa9\xf0\x9f\x98\x80\n");
+  uint64_t x = 0;
+  CHECK(v->members[0].second.items[1].as_index(&x));
+  CHECK(x == 22);
+  CHECK(v->find("b")->find("c")->boolean);
+  for (const char* bad : {"{", "{\"a\" 1}", "[1,]", "\"\\ud800\"", "\"tab\there\"", "{} x"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(af::st::parse_json(bad).ok());
+  }
+  CHECK_FALSE(af::st::parse_json(std::string(100, '[') + std::string(100, ']')).ok());  // too deep
+  CHECK(af::st::json_quote("q\"\\\x01") == "\"q\\\"\\\\\\u0001\"");
+}
+
+// A child process saves in a loop (the same write_checkpoint Saver::save ends in) while the
+// parent SIGKILLs it at random moments; every time, the directory must restore to a
+// complete checkpoint. The child touches no session or allocator: only the calling thread
+// survives fork, so it works on tensors made before the fork.
+TEST_CASE("a save killed at any moment leaves a complete checkpoint to restore") {
+  TempDir dir;
+  const int64_t kA = int64_t{1} << 20, kB = int64_t{1} << 19;
+  af::Graph g;
+  auto a = af::variable(g, af::zeros({kA}), "big/a");
+  auto b = af::variable(g, af::zeros({kB}, af::f64), "big/b");
+  auto gs = af::variable(g, af::zeros({}, af::i64), "global_step", false);
+  af::Saver saver(g, {}, 3);
+  std::vector<af::NamedTensor> tensors = {
+      {"big/a", af::Tensor(af::f32, {kA})}, {"big/b", af::Tensor(af::f64, {kB})}, {"global_step", af::Tensor(af::i64, {})}};
+
+  std::mt19937 rng(20240611);
+  int64_t next_step = 1;
+  double save_ms = 50;
+  int kills_mid_save = 0;
+  for (int round = 0; round < 6; ++round) {
+    CAPTURE(round);
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const auto start = std::chrono::steady_clock::now();
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      // Bounded, in case the parent fails a check before it kills us.
+      for (int64_t step = next_step; step < next_step + 500; ++step) {
+        std::fill_n(tensors[0].value.data<float>(), kA, static_cast<float>(step));
+        std::fill_n(tensors[1].value.data<double>(), kB, static_cast<double>(-step));
+        tensors[2].value.data<int64_t>()[0] = step;
+        if (!af::write_checkpoint(dir.str(), step, tensors, 3).ok()) ::_exit(2);
+        char c = 1;
+        if (::write(fds[1], &c, 1) != 1) ::_exit(3);
+      }
+      ::_exit(4);
+    }
+    ChildGuard guard{pid};
+    ::close(fds[1]);
+    char c;
+    REQUIRE(::read(fds[0], &c, 1) == 1);  // the first save of this round is complete
+    if (round == 0) save_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::uniform_real_distribution<double> delay(0, 2.5 * save_ms);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(round == 1 ? 0.0 : delay(rng)));
+    REQUIRE(::kill(pid, SIGKILL) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    guard.pid = -1;
+    CHECK(WIFSIGNALED(status));
+    int completed = 1;
+    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    while (::read(fds[0], &c, 1) == 1) ++completed;
+    ::close(fds[0]);
+    for (const auto& e : fs::directory_iterator(dir.path))
+      if (e.path().extension() == ".tmp") ++kills_mid_save;
+
+    // The latest checkpoint restores, and it is one whole save: every value is its step.
+    auto latest = af::latest_checkpoint(dir.str());
+    REQUIRE_MESSAGE(latest.ok(), latest.status().to_string());
+    af::Session sess(g);
+    auto s = saver.restore(sess, dir.str());
+    REQUIRE_MESSAGE(s.ok(), s.to_string());
+    const int64_t step = eval_var(sess, gs).item<int64_t>();
+    CHECK(*latest == dir / ("model.ckpt-" + std::to_string(step) + ".safetensors"));
+    CHECK(step >= next_step + completed - 1);
+    CHECK(step <= next_step + completed);  // the save being killed may have got its index in
+    auto av = eval_var(sess, a), bv = eval_var(sess, b);
+    CHECK(std::all_of(av.data<float>(), av.data<float>() + kA, [&](float x) { return x == static_cast<float>(step); }));
+    CHECK(std::all_of(bv.data<double>(), bv.data<double>() + kB, [&](double x) { return x == static_cast<double>(-step); }));
+    // Every checkpoint the index keeps is whole too.
+    auto state = af::read_checkpoint_state(dir.str());
+    REQUIRE(state.ok());
+    CHECK(state->all.size() <= 3);
+    for (const std::string& name : state->all) {
+      auto t = af::read_safetensors(dir / name);
+      REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+    }
+    next_step = step + 1;
+  }
+  MESSAGE("kill test: one save took ~" << save_ms << " ms; " << kills_mid_save << " of 6 kills left a partial temp file");
+}
+
+TEST_CASE("interop: Python's safetensors reads our checkpoints, and we restore its files") {
+  std::string why;
+  std::string python = interop::python_with({"numpy=numpy", "safetensors=safetensors"}, &why);
+  if (python.empty()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  TempDir dir;
+  const std::string path = save_model(dir.str(), 11);
+  Values v;
+  // What the file must hold, as JSON for the script; floats printed to round-trip.
+  auto values_json = [](const af::Tensor& t) {
+    std::string s = "[";
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      char buf[40];
+      if (t.dtype() == af::i64) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(t.data<int64_t>()[i]));
+      else if (t.dtype() == af::boolean) std::snprintf(buf, sizeof buf, "%s", t.data<bool>()[i] ? "true" : "false");
+      else std::snprintf(buf, sizeof buf, "%.17g", t.element_as_double(i));
+      s += (i ? "," : "") + std::string(buf);
+    }
+    return s + "]";
+  };
+  auto entry = [&](const std::string& name, const char* np_dtype, const af::Tensor& t) {
+    std::string shape = "[";
+    for (int i = 0; i < t.rank(); ++i) shape += (i ? "," : "") + std::to_string(t.dim(i));
+    return "\"" + name + "\": {\"dtype\": \"" + np_dtype + "\", \"shape\": " + shape + "], \"values\": " + values_json(t) + "}";
+  };
+  std::string expected = "{" + entry("dense/kernel", "float32", v.w) + "," + entry("scale", "float64", v.d) + "," +
+                         entry("ids", "int32", v.i32v) + "," + entry("counts", "int64", v.i64v) + "," +
+                         entry("pixels", "uint8", v.u8v) + "," + entry("flags", "bool", v.flags) + "," +
+                         entry("empty", "float32", af::Tensor(af::f32, {0, 3})) + "," + entry("global_step", "int64", v.step) + "}";
+  write_file(dir / "expected.json", expected);
+  std::string out;
+  int rc = interop::run_script(python, "check_safetensors.py", {path, dir / "expected.json"}, &out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(contains(out, "OK: 8 tensors match"));
+
+  // The other way: a file from Python's writer (no checksums) restores into variables.
+  const std::string py_path = dir / "from_python.safetensors";
+  rc = interop::run_script(python, "write_safetensors.py", {py_path}, &out);
+  REQUIRE_MESSAGE(rc == 0, out);
+  af::Graph g;
+  auto k = af::variable(g, af::zeros({2, 3}), "dense/kernel");
+  auto bias = af::variable(g, af::zeros({3}, af::f64), "dense/bias");
+  auto counts = af::variable(g, af::zeros({2, 2}, af::i64), "counts");
+  auto ids = af::variable(g, af::zeros({4}, af::i32), "ids");
+  auto pixels = af::variable(g, af::zeros({3}, af::u8), "pixels");
+  auto mask = af::variable(g, af::zeros({3}, af::boolean), "mask");
+  auto gstep = af::variable(g, af::zeros({}, af::i64), "global_step", false);
+  af::Saver saver(g);
+  af::Session sess(g);
+  auto s = saver.restore_file(sess, py_path);
+  REQUIRE_MESSAGE(s.ok(), s.to_string());
+  CHECK(eval_var(sess, k).to_vector<float>() == std::vector<float>{0, 0.5f, 1, 1.5f, 2, 2.5f});
+  CHECK(eval_var(sess, bias).to_vector<double>() == std::vector<double>{-1.25, 2.5, 1e-30});
+  CHECK(eval_var(sess, counts).to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3, int64_t{1} << 40});
+  CHECK(eval_var(sess, ids).to_vector<int32_t>() == std::vector<int32_t>{7, -8, 9, 2147483647});
+  CHECK(eval_var(sess, pixels).to_vector<uint8_t>() == std::vector<uint8_t>{0, 127, 255});
+  CHECK(eval_var(sess, mask).to_vector<bool>() == std::vector<bool>{true, false, true});
+  CHECK(eval_var(sess, gstep).item<int64_t>() == 42);
+  std::map<std::string, std::string> meta;
+  REQUIRE(af::read_safetensors(py_path, &meta).ok());
+  CHECK(meta["written_by"] == "python safetensors");
+}
