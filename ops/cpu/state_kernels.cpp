@@ -65,12 +65,18 @@ class VariableKernel : public OpKernel {
 class UpdateKernel : public OpKernel {
  public:
   enum class Mode { assign, add, sub };
-  UpdateKernel(const Node& n, Mode mode) : OpKernel(n), variable_(n.attr_string("variable")), mode_(mode) {}
+  UpdateKernel(const Node& n, Mode mode)
+      : OpKernel(n), variable_(n.attr_string("variable")), declared_(n.output_shapes[0]), mode_(mode) {}
   void compute(OpKernelContext& ctx) override {
     auto var = ctx.resources()->variable(variable_);
     Tensor value = ctx.take_input(0);
     std::lock_guard<std::mutex> lock(var->mu);
     if (mode_ == Mode::assign) {
+      if (!declared_.compatible_with(value.shape())) {
+        ctx.fail(invalid_argument("value of shape " + value.shape().to_string() + " does not fit variable '" + variable_ +
+                                  "' of shape " + declared_.to_string()));
+        return;
+      }
       var->value = value;
       ctx.set_output(0, var->value);
       return;
@@ -112,6 +118,7 @@ class UpdateKernel : public OpKernel {
 
  private:
   std::string variable_;
+  Shape declared_;
   Mode mode_;
 };
 
