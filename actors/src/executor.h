@@ -1,6 +1,8 @@
 // One prepared kind of step: the actors of one pruned graph, reused for every step that
 // asks for the same fetches, feeds and targets. CAF stays behind this header.
 #pragma once
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -31,6 +33,20 @@ class Executor {
   // Stops the actors and cancels steps in flight.
   virtual void shutdown() = 0;
   virtual int num_actors() const = 0;
+
+  // How long the caller should busy-wait for a step of this executor: only while its
+  // steps are short (a moving average of their durations).
+  std::chrono::microseconds spin_budget() const {
+    return avg_step_ns_.load(std::memory_order_relaxed) < 100000 ? std::chrono::microseconds(200)
+                                                                  : std::chrono::microseconds(0);
+  }
+  void record_step(std::chrono::nanoseconds d) {
+    int64_t old = avg_step_ns_.load(std::memory_order_relaxed);
+    avg_step_ns_.store(old == 0 ? d.count() : (old * 7 + d.count()) / 8, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t> avg_step_ns_{0};
 };
 
 // Creates the kernels (errors name the node) and spawns one actor per node.

@@ -44,8 +44,10 @@ class LocalSession final : public SessionImpl {
       ex = it->second;
     }
     for (auto& [out, value] : req.feeds) AF_RETURN_IF_ERROR(validate_feed(out, value));
+    auto t0 = std::chrono::steady_clock::now();
     auto state = ex->start(req, ++global_step_);
-    state->wait(std::chrono::microseconds(200));
+    state->wait(ex->spin_budget());
+    ex->record_step(std::chrono::steady_clock::now() - t0);
     Status s = state->status();
     if (!s.ok()) return s;
     return std::move(state->results());

@@ -36,14 +36,15 @@ class StepState {
   }
   bool done() const { return done_.load(std::memory_order_acquire); }
 
-  // Spins briefly before sleeping: waking a sleeping thread costs ~100 us on our VMs,
-  // while a short step finishes in a few microseconds.
-  void wait(std::chrono::microseconds spin) {
-    auto until = std::chrono::steady_clock::now() + spin;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() >= until) break;
+  // Waiting costs: waking a sleeping thread takes ~100 us on our VMs while a short step
+  // finishes in a few microseconds, but spinning steals a core from a long step's
+  // kernels. So: spin for `spin` (short steps), then yield the core to runnable workers
+  // while polling for up to `yield_for`, then sleep.
+  void wait(std::chrono::microseconds spin, std::chrono::microseconds yield_for = std::chrono::microseconds(3000)) {
+    auto start = std::chrono::steady_clock::now();
+    while (!done() && std::chrono::steady_clock::now() - start < spin)
       for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
-    }
+    while (!done() && std::chrono::steady_clock::now() - start < spin + yield_for) std::this_thread::yield();
     if (done()) return;
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done(); });

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <algorithm>
 #include <random>
 
 #include "../actor_system.h"
@@ -256,8 +257,11 @@ class LinkActor : public caf::event_based_actor {
 
 class SourceActor : public LinkActor {
  public:
-  SourceActor(caf::actor_config& cfg, std::shared_ptr<Dataset::Stage> stage, int64_t epochs)
-      : LinkActor(cfg, kLinkCredits), stage_(std::move(stage)), epochs_(epochs) {}
+  // permute_seed >= 0: emit in-memory rows in a fresh random order each epoch (a full
+  // shuffle done by gathering rows, instead of copying the data set into a buffer).
+  SourceActor(caf::actor_config& cfg, std::shared_ptr<Dataset::Stage> stage, int64_t epochs, int64_t permute_seed)
+      : LinkActor(cfg, kLinkCredits), stage_(std::move(stage)), epochs_(epochs), permute_(permute_seed >= 0),
+        rng_(static_cast<uint64_t>(permute_seed)) {}
   caf::behavior make_behavior() override {
     return {
         [this](produce_atom) { produce(); },
@@ -281,6 +285,22 @@ class SourceActor : public LinkActor {
     Chunk c;
     if (stage_->kind == Dataset::Stage::Kind::tensors) {
       int64_t rows = stage_->tensors.empty() ? 0 : stage_->tensors[0].dim(0);
+      if (permute_ && pos_ == 0 && rows > 0) {
+        order_.resize(static_cast<size_t>(rows));
+        for (int64_t i = 0; i < rows; ++i) order_[static_cast<size_t>(i)] = i;
+        std::shuffle(order_.begin(), order_.end(), rng_);
+      }
+      if (pos_ < rows && permute_) {
+        int64_t end = std::min(rows, pos_ + kSourceChunkRows);
+        for (auto& t : stage_->tensors) {
+          Tensor out(t.dtype(), with_rows(t, end - pos_));
+          for (int64_t r = pos_; r < end; ++r) copy_row(t, order_[static_cast<size_t>(r)], out, r - pos_);
+          c.comps.push_back(std::move(out));
+        }
+        c.rows = end - pos_;
+        pos_ = end;
+        return c;
+      }
       if (pos_ < rows) {
         int64_t end = std::min(rows, pos_ + kSourceChunkRows);
         for (auto& t : stage_->tensors) c.comps.push_back(slice_rows(t, pos_, end));
@@ -340,6 +360,9 @@ class SourceActor : public LinkActor {
   size_t file_ = 0;
   std::unique_ptr<RecordReader> reader_;
   bool finished_ = false;
+  bool permute_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_;
 };
 
 class StageActor : public LinkActor {
@@ -523,9 +546,18 @@ std::unique_ptr<Iterator> Dataset::make_iterator() const {
     }
     if (stages_[i]->kind == Stage::Kind::prefetch) prefetch = std::max<int64_t>(1, stages_[i]->n);
   }
+  // A shuffle right after an in-memory source whose buffer holds every row is a full
+  // permutation: the source does it by gathering rows.
+  size_t first = 1;
+  int64_t permute_seed = -1;
+  if (stages_[0]->kind == Stage::Kind::tensors && stages_.size() > 1 && stages_[1]->kind == Stage::Kind::shuffle &&
+      !stages_[0]->tensors.empty() && stages_[1]->n >= stages_[0]->tensors[0].dim(0)) {
+    permute_seed = static_cast<int64_t>(stages_[1]->seed & 0x7fffffffffffffffULL);
+    first = 2;
+  }
   std::vector<caf::actor> chain;
-  chain.push_back(sys.spawn<SourceActor>(stages_[0], epochs));
-  for (size_t i = 1; i < stages_.size(); ++i) {
+  chain.push_back(sys.spawn<SourceActor>(stages_[0], epochs, permute_seed));
+  for (size_t i = first; i < stages_.size(); ++i) {
     const Stage& s = *stages_[i];
     std::unique_ptr<Processor> p;
     switch (s.kind) {
