@@ -1,0 +1,121 @@
+// CPU kernel of Dropout(x[, training]) -> y, mask.
+//
+// The keep decision is TF's: element i is kept when u_i >= 1 - keep_prob, where u is the
+// stream RandomUniform draws for the same (seed, seed2) and dtype (Philox4x32-10, one
+// block per group of 4 floats or 2 doubles, a block counter that lives as long as the
+// kernel), so a session replays the same masks and successive runs draw fresh ones.
+// The mask output holds 1/keep_prob where kept and 0 elsewhere; y = x * mask, and the
+// gradient is the incoming gradient times the same mask.
+//
+// With a `training` input that is false, y is x itself and the mask is all ones.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include "actorflow/kernel.h"
+#include "cpu/random_philox.h"
+
+namespace actorflow {
+namespace {
+
+using rng::kPerBlock;
+using rng::PhiloxCounter;
+using rng::PhiloxKey;
+
+uint64_t entropy_seed() {
+  try {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) ^ rd();
+  } catch (...) {
+    static std::atomic<uint64_t> salt{0};
+    int local;
+    return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+           reinterpret_cast<uintptr_t>(&local) ^ (++salt << 48);
+  }
+}
+
+class DropoutKernel : public OpKernel {
+ public:
+  explicit DropoutKernel(const Node& n) : OpKernel(n), keep_prob_(n.attr_float("keep_prob", 0.5)) {
+    const int64_t seed = n.attr_int("seed", 0), seed2 = n.attr_int("seed2", 0);
+    // The key derivation of the random ops: equal seeds give RandomUniform's stream.
+    const uint64_t k = seed == 0 && seed2 == 0
+                           ? entropy_seed()
+                           : rng::mix64(rng::mix64(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(seed2));
+    key_ = {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+  }
+
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::f32 && x.dtype() != DType::f64) {
+      ctx.fail(std::string("needs a float32 or float64 input, got ") + dtype_name(x.dtype()));
+      return;
+    }
+    if (!(keep_prob_ > 0 && keep_prob_ <= 1)) {
+      ctx.fail("keep_prob must be in (0, 1], got " + std::to_string(keep_prob_));
+      return;
+    }
+    bool training = true;
+    if (ctx.num_inputs() == 2) {
+      const Tensor& t = ctx.input(1);
+      if (t.dtype() != DType::boolean || t.num_elements() != 1) {
+        ctx.fail("training must be a bool scalar, got " + std::string(dtype_name(t.dtype())) + t.shape().to_string());
+        return;
+      }
+      training = t.item<bool>();
+    }
+    if (x.dtype() == DType::f32) run<float>(ctx, training);
+    else run<double>(ctx, training);
+  }
+
+ private:
+  template <typename T>
+  void run(OpKernelContext& ctx, bool training) {
+    const Tensor& x = ctx.input(0);
+    const int64_t n = x.num_elements();
+    Tensor& mask = ctx.allocate_output(1, x.dtype(), x.shape());
+    T* m = mask.data<T>();
+    if (!training || keep_prob_ == 1.0) {
+      std::fill(m, m + n, T(1));
+      ctx.set_output(0, x);
+      return;
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    if (n == 0) return;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    constexpr int K = kPerBlock<T>;
+    const int64_t groups = (n + K - 1) / K;
+    const uint64_t base = next_block_.fetch_add(static_cast<uint64_t>(groups), std::memory_order_relaxed);
+    const double rate = 1.0 - keep_prob_;
+    const T scale = static_cast<T>(1.0 / keep_prob_);
+    const PhiloxKey key = key_;
+    ctx.device()->parallel_for(groups, 25, [&](int64_t g0, int64_t g1) {
+      T u[K];
+      for (int64_t g = g0; g < g1; ++g) {
+        const uint64_t block = base + static_cast<uint64_t>(g);
+        rng::uniforms<T>(rng::philox4x32_10(PhiloxCounter{static_cast<uint32_t>(block),
+                                                          static_cast<uint32_t>(block >> 32), 0, 0},
+                                            key),
+                         u);
+        const int64_t i0 = g * K;
+        const int cnt = static_cast<int>(std::min<int64_t>(K, n - i0));
+        for (int j = 0; j < cnt; ++j) {
+          const T mk = static_cast<double>(u[j]) >= rate ? scale : T(0);
+          m[i0 + j] = mk;
+          py[i0 + j] = px[i0 + j] * mk;
+        }
+      }
+    });
+  }
+
+  double keep_prob_;
+  PhiloxKey key_{};
+  std::atomic<uint64_t> next_block_{0};
+};
+
+AF_REGISTER_KERNEL("Dropout", DeviceType::CPU, DropoutKernel);
+
+}  // namespace
+}  // namespace actorflow
