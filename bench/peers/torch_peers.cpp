@@ -121,3 +121,44 @@ TorchSide torch_sum(int64_t elements, int reps) {
 }
 
 }  // namespace peers
+
+namespace peers {
+
+TorchSide torch_mlp_training(const std::vector<const float*>& xs, const std::vector<const int64_t*>& ys, int64_t batch,
+                             int steps) {
+  struct Net : torch::nn::Module {
+    Net() {
+      fc1 = register_module("fc1", torch::nn::Linear(784, 256));
+      fc2 = register_module("fc2", torch::nn::Linear(256, 128));
+      fc3 = register_module("fc3", torch::nn::Linear(128, 10));
+    }
+    torch::Tensor forward(torch::Tensor x) {
+      return fc3->forward(torch::relu(fc2->forward(torch::relu(fc1->forward(x)))));
+    }
+    torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  };
+  auto net = std::make_shared<Net>();
+  auto opt = std::make_shared<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1));
+  std::vector<torch::Tensor> bx, by;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    bx.push_back(torch::from_blob(const_cast<float*>(xs[i]), {batch, 784}, torch::kFloat32));
+    by.push_back(torch::from_blob(const_cast<int64_t*>(ys[i]), {batch}, torch::kInt64));
+  }
+  auto next = std::make_shared<size_t>(0);
+  TorchSide side;
+  side.threads = "libtorch intra-op threads=" + std::to_string(at::get_num_threads()) + ", OpenBLAS threads from OPENBLAS_NUM_THREADS";
+  side.sample = [net, opt, bx, by, steps, next] {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int s = 0; s < steps; ++s) {
+      size_t i = (*next)++ % bx.size();
+      opt->zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(net->forward(bx[i]), by[i]);
+      loss.backward();
+      opt->step();
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  return side;
+}
+
+}  // namespace peers

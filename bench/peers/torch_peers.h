@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace peers {
 
@@ -28,5 +29,14 @@ TorchSide torch_matmul(int64_t n, int reps, int blas_threads);
 TorchSide torch_add(int64_t elements, int reps);
 // GB/s of sum() over f32 `elements` (4 bytes read per element).
 TorchSide torch_sum(int64_t elements, int reps);
+
+}  // namespace peers
+
+namespace peers {
+
+// Fashion-MNIST MLP 784-256-128-10 (ReLU), SGD lr 0.1, cross entropy, on the given
+// batches (x: f32 [B,784] rows, y: class ids): seconds per `steps` training steps.
+TorchSide torch_mlp_training(const std::vector<const float*>& xs, const std::vector<const int64_t*>& ys, int64_t batch,
+                             int steps);
 
 }  // namespace peers
