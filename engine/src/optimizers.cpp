@@ -2,6 +2,8 @@
 // the update specs of each optimizer. Decay and clipping are in optimizer_schedules.cpp.
 #include "actorflow/optimizers.h"
 
+#include <map>
+
 #include <algorithm>
 
 #include "actorflow/dsl_array.h"
@@ -131,6 +133,24 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
   }
   prepare(g, vars);
 
+  // Every node that reads a variable on the way to these gradients runs before that
+  // variable's update: then the update finds no reader holding the buffer and works in
+  // place instead of copying the variable (the readers' snapshot semantics stay intact).
+  std::vector<int> grad_nodes;
+  for (auto& [gr, v] : todo) {
+    if (gr.dense.valid()) grad_nodes.push_back(gr.dense.node_id());
+    if (gr.values.valid()) grad_nodes.push_back(gr.values.node_id());
+    if (gr.indices.valid()) grad_nodes.push_back(gr.indices.node_id());
+  }
+  std::vector<char> on_path(static_cast<size_t>(g.num_nodes()), 0);
+  for (int id : g.prune(grad_nodes)) on_path[static_cast<size_t>(id)] = 1;
+  std::map<int, std::vector<int>> readers;
+  for (int id = 0; id < static_cast<int>(on_path.size()); ++id) {
+    if (!on_path[static_cast<size_t>(id)]) continue;
+    for (auto& e : g.node(id).inputs)
+      if (g.node(e.node).op == "VariableV2") readers[e.node].push_back(id);
+  }
+
   const std::string op_name = name.empty() ? name_ : name;
   std::vector<Operation> updates;
   {
@@ -161,6 +181,7 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
       for (auto& o : spec.after_grad) node.inputs.push_back(o);
       // Reads of the variable earlier in the step see the value before this update.
       node.control_inputs.push_back(Operation(v));
+      for (int r : readers[v.node_id()]) node.control_inputs.push_back(Operation(&g, r));
       updates.push_back(dsl::add_op(g, std::move(node)));
     }
     updates = finish(g, updates);
