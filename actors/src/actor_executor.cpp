@@ -2,6 +2,8 @@
 #include <map>
 #include <mutex>
 
+#include "actorflow/op_registry.h"
+
 #include "node_actor.h"
 
 namespace actorflow::runtime {
@@ -34,7 +36,9 @@ class ActorExecutor final : public Executor {
       const Node& n = g.node(plan.nodes[i]);
       NodeRuntime& rt = nodes[i];
       rt.node = &n;
-      AF_ASSIGN_OR_RETURN(rt.kernel, KernelRegistry::global().create(n, DeviceType::CPU));
+      AF_ASSIGN_OR_RETURN(KernelCache::Entry k, env.kernels->get(n));
+      rt.kernel = std::move(k.kernel);
+      rt.kernel_mu = std::move(k.mu);
       rt.out.resize(static_cast<size_t>(n.num_outputs()));
       int num_data = static_cast<int>(n.inputs.size());
       rt.num_slots = num_data + static_cast<int>(n.control_inputs.size());
@@ -178,6 +182,19 @@ class ActorExecutor final : public Executor {
 };
 
 }  // namespace
+
+Result<KernelCache::Entry> KernelCache::get(const Node& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(node.id);
+  if (it != entries_.end()) return it->second;
+  AF_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, KernelRegistry::global().create(node, DeviceType::CPU));
+  Entry e;
+  e.kernel = std::move(k);
+  const OpDef* def = OpRegistry::global().find(node.op);
+  if (def && def->stateful) e.mu = std::make_shared<std::mutex>();
+  entries_[node.id] = e;
+  return e;
+}
 
 Result<std::unique_ptr<Executor>> make_actor_executor(const Graph& g, const StepPlan& plan, const ExecutorEnv& env) {
   auto shared = std::make_shared<ExecutorShared>();

@@ -3,7 +3,9 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -15,10 +17,28 @@
 
 namespace actorflow::runtime {
 
+// One kernel object per node for the whole session, shared by every executor (every
+// distinct fetch list), so stateful kernels (random ops, dropout) continue their streams
+// whatever is fetched. Stateful kernels come with a mutex: two executors may fire the same
+// node concurrently.
+class KernelCache {
+ public:
+  struct Entry {
+    std::shared_ptr<OpKernel> kernel;
+    std::shared_ptr<std::mutex> mu;  // set for stateful ops
+  };
+  Result<Entry> get(const Node& node);
+
+ private:
+  std::mutex mu_;
+  std::map<int, Entry> entries_;
+};
+
 struct ExecutorEnv {
   DeviceContext* device = nullptr;
   ResourceMgr* resources = nullptr;
   Tracer* tracer = nullptr;  // null: tracing off
+  KernelCache* kernels = nullptr;
   int edge_capacity = 2;
   bool encode_all_edges = false;
   std::set<std::string> encode_nodes;  // edges touching these nodes are encoded

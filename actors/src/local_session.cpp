@@ -16,6 +16,7 @@ class LocalSession final : public SessionImpl {
   LocalSession(Graph& g, const SessionOptions& opts) : graph_(g), opts_(opts), device_(opts.intra_op_threads) {
     env_.device = &device_;
     env_.resources = &resources_;
+    env_.kernels = &kernels_;
     env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
     env_.encode_all_edges = opts.encode_all_edges;
     env_.encode_nodes.insert(opts.encode_edges_of.begin(), opts.encode_edges_of.end());
@@ -71,6 +72,7 @@ class LocalSession final : public SessionImpl {
   SessionOptions opts_;
   CpuDevice device_;
   ResourceMgr resources_;
+  KernelCache kernels_;
   std::unique_ptr<Tracer> tracer_;
   ExecutorEnv env_;
   std::mutex mu_;

@@ -117,7 +117,12 @@ void NodeActor::fire(Slot& s, int64_t step) {
     async->compute_async(c, [self, step] { caf::anon_send(self, done_atom::value, step); });
     return;
   }
-  rt_.kernel->compute(*ctx);
+  if (rt_.kernel_mu) {
+    std::lock_guard<std::mutex> lock(*rt_.kernel_mu);
+    rt_.kernel->compute(*ctx);
+  } else {
+    rt_.kernel->compute(*ctx);
+  }
   finish(step, s.state, ctx.get(), nullptr, t0);
 }
 

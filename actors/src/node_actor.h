@@ -46,7 +46,8 @@ struct InEdge {
 // Everything a node actor needs to know about its node, fixed at prepare time.
 struct NodeRuntime {
   const Node* node = nullptr;
-  std::unique_ptr<OpKernel> kernel;
+  std::shared_ptr<OpKernel> kernel;     // shared with the session's other executors
+  std::shared_ptr<std::mutex> kernel_mu; // held while a stateful kernel computes
   int num_slots = 0;                        // data + control inputs
   int dynamic_slots = 0;                    // slots that receive a message each step
   std::vector<Tensor> bound;                // per data input: a constant bound at prepare time
