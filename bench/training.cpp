@@ -1,11 +1,14 @@
 // Training benchmarks on Fashion-MNIST (Debian's dataset-fashion-mnist): the MLP
-// 784-256-128-10 with SGD 0.1 at batch 64, seconds per epoch (938 steps) against
-// libtorch doing the same steps on the same batches; and the input pipeline alone
-// (shuffle + batch over the actor pipeline), examples per second.
+// 784-256-128-10 with SGD 0.1 at batch 64, seconds per epoch (938 steps), and the CNN of
+// samples/fashion_mnist --model cnn with Adam at batch 50, seconds per 100 steps, each
+// against libtorch doing the same steps on the same batches; and the input pipeline
+// alone (shuffle + batch over the actor pipeline), examples per second.
 #include <actorflow/actorflow.h>
 #include <actorflow/data/dataset.h>
 #include <actorflow/data/readers.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,6 +26,10 @@ namespace {
 const char* kDir = "/usr/share/datasets/fashion-mnist";
 constexpr int64_t kBatch = 64;
 constexpr int64_t kStepsPerEpoch = 938;
+constexpr int64_t kCnnBatch = 50;
+// 0.04 to 0.16 s a step on this machine (the higher figures under load): 20 steps a sample
+// keep the full case (13 pairs) within a minute a peer; 5 with --quick.
+constexpr int64_t kCnnStepsFull = 20;
 
 struct Data {
   af::Tensor x;  // f32 [60000, 784]
@@ -43,6 +50,15 @@ std::shared_ptr<Data> load() {
     return out;
   }();
   return d;
+}
+
+// The data set as consecutive batches of `batch` rows (views, no copy): the same batches,
+// in the data set's own order, for every side.
+void batches(const Data& d, int64_t batch, std::vector<af::Tensor>* bx, std::vector<af::Tensor>* by) {
+  for (int64_t b = 0; b + batch <= d.x.dim(0); b += batch) {
+    bx->push_back(af::Tensor(af::f32, {batch, 784}, d.x.buffer(), static_cast<size_t>(b * 784 * 4)));
+    by->push_back(af::Tensor(af::i64, {batch}, d.y.buffer(), static_cast<size_t>(b * 8)));
+  }
 }
 
 long peak_rss_kib() {
@@ -77,11 +93,7 @@ bench::Prepared mlp(const bench::Params& p) {
   o.intra_op_threads = bench::threads();
   f->sess = std::make_unique<af::Session>(f->g, o);
   bench::check(f->sess->run_init().ok(), "init");
-  // The same batches for both sides: consecutive rows (the data set's own order).
-  for (int64_t b = 0; b + kBatch <= data->x.dim(0); b += kBatch) {
-    f->bx.push_back(af::Tensor(af::f32, {kBatch, 784}, data->x.buffer(), static_cast<size_t>(b * 784 * 4)));
-    f->by.push_back(af::Tensor(af::i64, {kBatch}, data->y.buffer(), static_cast<size_t>(b * 8)));
-  }
+  batches(*data, kBatch, &f->bx, &f->by);
   bench::Prepared prep;
   prep.sides.push_back({"ours", "ActorFlow local session, intra_op_threads=" + std::to_string(bench::threads()),
                         [f, steps] {
@@ -103,6 +115,80 @@ bench::Prepared mlp(const bench::Params& p) {
   }
   auto t = peers::torch_mlp_training(xs, ys, kBatch, steps);
   prep.sides.push_back({"libtorch", t.threads, [t, steps] { return t.sample() * kStepsPerEpoch / steps; }});
+#endif
+  return prep;
+}
+
+// OpenBLAS threads of libtorch's CNN: $BENCH_LIBTORCH_BLAS_THREADS, else OPENBLAS_NUM_THREADS
+// (1 in bench/run), as mlp_training. Its convolutions run on oneDNN over libtorch's own
+// pool; only the two Linear layers reach OpenBLAS, and 2 threads there changed nothing
+// measurable here (6.16 against 6.09 s per 100 steps).
+[[maybe_unused]] int libtorch_blas_threads() {
+  const char* e = std::getenv("BENCH_LIBTORCH_BLAS_THREADS");
+  return e ? std::atoi(e) : 0;
+}
+
+bench::Prepared cnn(const bench::Params& p) {
+  const int steps = static_cast<int>(p.at("steps"));
+  auto data = load();
+  struct Fixture {
+    af::Graph g;
+    af::Output x, y, training, loss;
+    af::Operation train;
+    std::unique_ptr<af::Session> sess;
+    std::vector<af::Tensor> bx, by;
+    af::Tensor yes = af::Tensor::scalar(true);
+    size_t next = 0;
+  };
+  auto f = std::make_shared<Fixture>();
+  namespace L = af::layers;
+  // As samples/fashion_mnist/main.cpp builds --model cnn (seed 1, keep 0.5).
+  f->g.set_seed(1);
+  f->x = af::placeholder(f->g, af::f32, {-1, 784}, "x");
+  f->y = af::placeholder(f->g, af::i64, {-1}, "y");
+  f->training = af::placeholder_with_default(af::constant(f->g, af::Tensor::scalar(false)), af::Shape{}, "training");
+  auto img = af::reshape(f->x, {-1, 28, 28, 1});
+  auto h = L::conv2d(img, 32, {5, 5}, {1, 1}, "SAME", L::Act::relu, "conv1");
+  h = L::max_pool2d(h, {2, 2}, {2, 2}, "SAME", "pool1");
+  h = L::conv2d(h, 64, {5, 5}, {1, 1}, "SAME", L::Act::relu, "conv2");
+  h = L::max_pool2d(h, {2, 2}, {2, 2}, "SAME", "pool2");
+  h = af::reshape(h, {-1, 7 * 7 * 64});
+  h = L::dense(h, 1024, L::Act::relu, "fc1");
+  h = L::dropout(h, 0.5, f->training, 1, "dropout");
+  auto logits = L::dense(h, 10, {}, "logits");
+  f->loss = af::mean(af::sparse_softmax_cross_entropy(logits, f->y));
+  f->train = af::optim::Adam(1e-3).minimize(f->loss);
+  af::SessionOptions o;
+  o.intra_op_threads = bench::threads();
+  f->sess = std::make_unique<af::Session>(f->g, o);
+  bench::check(f->sess->run_init().ok(), "init");
+  batches(*data, kCnnBatch, &f->bx, &f->by);
+  bench::Prepared prep;
+  prep.sides.push_back({"ours", "ActorFlow local session, intra_op_threads=" + std::to_string(bench::threads()) +
+                                    ", NHWC, training fed true, loss fetched every step",
+                        [f, steps] {
+                          af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
+                          auto t0 = bench::Clock::now();
+                          for (int s = 0; s < steps; ++s) {
+                            size_t i = f->next++ % f->bx.size();
+                            out = f->sess->run({f->loss}, {{f->x, f->bx[i]}, {f->y, f->by[i]}, {f->training, f->yes}},
+                                               {f->train});
+                            bench::check(out.ok(), "cnn step");
+                          }
+                          double sec = bench::seconds_since(t0);
+                          bench::check(std::isfinite((*out)[0].data<float>()[0]), "cnn loss");
+                          return sec * 100 / steps;
+                        }});
+#ifdef AF_HAVE_TORCH
+  peers::torch_set_threads(bench::threads());
+  std::vector<const float*> xs;
+  std::vector<const int64_t*> ys;
+  for (size_t i = 0; i < f->bx.size(); ++i) {
+    xs.push_back(f->bx[i].data<float>());
+    ys.push_back(f->by[i].data<int64_t>());
+  }
+  auto t = peers::torch_cnn_training(xs, ys, kCnnBatch, steps, libtorch_blas_threads());
+  prep.sides.push_back({"libtorch", t.threads, [t, steps] { return t.sample() * 100 / steps; }});
 #endif
   return prep;
 }
@@ -137,10 +223,25 @@ BENCH_CASE(bench::Case{.name = "mlp_training",
                        .higher_is_better = false,
                        .work = "Fashion-MNIST MLP 784-256-128-10, SGD 0.1, batch 64: seconds per epoch (938 steps)",
                        .params = [](bool quick) {
-                         return bench::Params{{{"steps", quick ? 200 : kStepsPerEpoch}}, {{"kind", "mlp_training"}}};
+                         // "per": the steps the unit counts (the Python peers scale by it).
+                         return bench::Params{
+                             {{"steps", quick ? 100 : kStepsPerEpoch}, {"batch", kBatch}, {"per", kStepsPerEpoch}},
+                             {{"kind", "mlp_training"}, {"data_dir", kDir}}};
                        },
                        .prepare = mlp,
                        .note = "target ratio <= 1.0 (issue 5); process peak RSS is printed at exit"});
+
+BENCH_CASE(bench::Case{.name = "cnn_training",
+                       .unit = "s",
+                       .higher_is_better = false,
+                       .work = "Fashion-MNIST CNN of samples/fashion_mnist --model cnn (conv 5x5x32, pool, conv 5x5x64, "
+                               "pool, dense 1024, dropout 0.5, dense 10), Adam 1e-3, batch 50: seconds per 100 steps",
+                       .params = [](bool quick) {
+                         return bench::Params{
+                             {{"steps", quick ? 5 : kCnnStepsFull}, {"batch", kCnnBatch}, {"per", 100}},
+                             {{"kind", "cnn_training"}, {"data_dir", kDir}}};
+                       },
+                       .prepare = cnn});
 
 BENCH_CASE(bench::Case{.name = "input_pipeline",
                        .unit = "ex/s",

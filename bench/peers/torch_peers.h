@@ -39,4 +39,21 @@ namespace peers {
 TorchSide torch_mlp_training(const std::vector<const float*>& xs, const std::vector<const int64_t*>& ys, int64_t batch,
                              int steps);
 
+// Fashion-MNIST CNN as samples/fashion_mnist --model cnn builds it (NCHW here): conv 5x5
+// 32 (padding 2) relu, max pool 2x2/2, conv 5x5 64 relu, max pool, linear 3136-1024 relu,
+// dropout 0.5 (train mode), linear 1024-10, cross entropy, Adam 1e-3, on the given
+// batches (x: f32 [B,784] rows, y: class ids): seconds per `steps` training steps. OpenBLAS
+// runs with `blas_threads` threads during a sample (0: as OPENBLAS_NUM_THREADS set it).
+// A non-finite loss at the end of a sample fails it.
+TorchSide torch_cnn_training(const std::vector<const float*>& xs, const std::vector<const int64_t*>& ys, int64_t batch,
+                             int steps, int blas_threads);
+
+// The MLP 784-256-128-10 (ReLU) forward with the given weights (kernels [in,out] row-major
+// as ActorFlow stores them, biases), then argmax over the 10 logits, under NoGradGuard, on
+// x (f32 [batch,784]): microseconds per forward, averaged over `reps`. The predictions are
+// checked against `expected` (ties aside). OpenBLAS threads as torch_cnn_training.
+TorchSide torch_mlp_inference(const std::vector<std::vector<float>>& kernels, const std::vector<std::vector<float>>& biases,
+                              const float* x, int64_t batch, const std::vector<int64_t>& expected, int reps,
+                              int blas_threads);
+
 }  // namespace peers

@@ -105,6 +105,11 @@ def main():
     ap.add_argument("cases", nargs="*")
     args = ap.parse_args()
     load_before = loadavg()
+    # libtorch and PyTorch run their intra-op pools on libgomp, whose idle workers spin
+    # by default: on 2 shared cores a spinning worker steals the core its own main thread
+    # needs, and their training steps took 3 to 25x longer (bimodal) than with passive
+    # waiting. Every worker inherits this (ours and TensorFlow do not use OpenMP).
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
     bench_dir = os.path.join(args.build, "bench")
     with open(os.path.join(bench_dir, "programs.txt")) as f:
@@ -156,8 +161,8 @@ def main():
     peak = cores * 32 * ghz
     print("# machine: %d cores, clock %.3f GHz (/proc/cpuinfo), FP32 peak %d x 32 FLOP/cycle x clock = %.0f GFLOP/s"
           % (cores, ghz, cores, peak))
-    print("# load average before: %s; OPENBLAS_NUM_THREADS=%s" % (load_before, os.environ.get("OPENBLAS_NUM_THREADS",
-                                                                                          "(unset)")))
+    print("# load average before: %s; OPENBLAS_NUM_THREADS=%s OMP_WAIT_POLICY=%s"
+          % (load_before, os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"), os.environ["OMP_WAIT_POLICY"]))
     print("# method: per case and peer, %s warm-up pair(s), then %s alternating pairs (ours, peer); medians"
           % ("1-2" if args.warmup < 0 else args.warmup,
              args.pairs or ("5" if args.quick else "11 (matmul_4096: 5)")))
@@ -244,7 +249,8 @@ def main():
     print("# load average after: %s (2 cores: above ~0.5 before the run means something else was running)" % load_after)
 
     doc = {"timestamp": stamp, "quick": args.quick, "cores": cores, "clock_ghz": ghz, "peak_gflops": peak,
-           "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "threads": args.threads,
+           "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "threads": args.threads,
            "load_before": load_before, "load_after": load_after, "results": results}
     os.makedirs(bench_dir, exist_ok=True)
     with open(os.path.join(bench_dir, "results.json"), "w") as f:

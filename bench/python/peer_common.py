@@ -63,3 +63,41 @@ def serve(peer_name, version, threads, kinds):
 def check(ok, what):
     if not ok:
         raise RuntimeError("wrong result: " + what)
+
+
+_fashion = {}
+
+
+def fashion_mnist(data_dir, split="train"):
+    """(x f32 [N, 784] in [0, 1], y i64 [N]) of Debian's dataset-fashion-mnist, read once."""
+    import gzip
+
+    import numpy as np
+
+    key = (data_dir, split)
+    if key not in _fashion:
+        prefix = "train" if split == "train" else "t10k"
+
+        def idx(name):
+            with gzip.open("%s/%s-%s-idx%d-ubyte.gz" % (data_dir, prefix, name, 3 if name == "images" else 1)) as f:
+                raw = f.read()
+            ndim = raw[3]
+            dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+            return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+        x = idx("images").reshape(-1, 784).astype(np.float32) / 255.0
+        y = idx("labels").astype(np.int64)
+        _fashion[key] = (x, y)
+    return _fashion[key]
+
+
+def batches(p):
+    """The batches every side trains on: consecutive rows of params["batch"], in order."""
+    x, y = fashion_mnist(p["data_dir"])
+    b = p["batch"]
+    return [(x[i:i + b], y[i:i + b]) for i in range(0, len(x) - b + 1, b)]
+
+
+def inference_rows(p):
+    """The first params["batch"] Fashion-MNIST test rows (f32 [batch, 784])."""
+    return fashion_mnist(p.get("data_dir", "/usr/share/datasets/fashion-mnist"), "test")[0][:p["batch"]]

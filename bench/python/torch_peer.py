@@ -87,8 +87,68 @@ def reduce_sum(p):
     return sample, "a.sum()"
 
 
+# ---- training and inference (Fashion-MNIST; the C++ side sends data_dir and batch) ----
+
+def _train_sampler(p, net, opt, what):
+    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in peer_common.batches(p)]
+    steps, per = p["steps"], p["per"]
+    state = {"next": 0}
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def sample():
+        with torch.enable_grad():
+            t0 = clock()
+            for _ in range(steps):
+                x, y = data[state["next"] % len(data)]
+                state["next"] += 1
+                opt.zero_grad()
+                loss = loss_fn(net(x), y)
+                loss.backward()
+                opt.step()
+            s = clock() - t0
+        check(bool(torch.isfinite(loss)), what + " loss")
+        return s * per / steps
+    return sample
+
+
+def mlp_training(p):
+    nn = torch.nn
+    net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    return _train_sampler(p, net, opt, "mlp"), "nn.Sequential of Linear+ReLU, torch.optim.SGD(0.1), eager"
+
+
+def cnn_training(p):
+    nn = torch.nn
+    net = nn.Sequential(nn.Unflatten(1, (1, 28, 28)),
+                        nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
+                        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
+                        nn.Flatten(), nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Dropout(0.5),
+                        nn.Linear(1024, 10))
+    net.train()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    return _train_sampler(p, net, opt, "cnn"), "NCHW nn.Conv2d/MaxPool2d/Dropout, torch.optim.Adam(1e-3), eager"
+
+
+def mlp_inference(p):
+    nn = torch.nn
+    net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)).eval()
+    x = torch.from_numpy(peer_common.inference_rows(p).copy())
+    reps = p["reps"]
+
+    def sample():
+        t0 = clock()
+        for _ in range(reps):
+            pred = net(x).argmax(-1)
+        s = clock() - t0
+        check(pred.shape == (x.shape[0],) and int(pred.min()) >= 0 and int(pred.max()) < 10, "predictions")
+        return s * 1e6 / reps
+    return sample, "nn.Sequential forward + argmax, no grad (its own random weights: same work)"
+
+
 if __name__ == "__main__":
     threads = "PyTorch %s, torch.set_num_threads(%d) (interop %d), no grad" % (
         torch.__version__, torch.get_num_threads(), torch.get_num_interop_threads())
     peer_common.serve("pytorch", torch.__version__, threads, {
-        "scalar_chain": scalar_chain, "one_op": one_op, "matmul": matmul, "add": add, "sum": reduce_sum})
+        "scalar_chain": scalar_chain, "one_op": one_op, "matmul": matmul, "add": add, "sum": reduce_sum,
+        "mlp_training": mlp_training, "cnn_training": cnn_training, "mlp_inference": mlp_inference})
