@@ -1,6 +1,7 @@
 // One prepared kind of step: the actors of one pruned graph, reused for every step that
 // asks for the same fetches, feeds and targets. CAF stays behind this header.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -57,8 +58,11 @@ class Executor {
   // How long the caller should busy-wait for a step of this executor: only while its
   // steps are short (a moving average of their durations).
   std::chrono::microseconds spin_budget() const {
-    return avg_step_ns_.load(std::memory_order_relaxed) < 100000 ? std::chrono::microseconds(200)
-                                                                  : std::chrono::microseconds(0);
+    // Twice the typical step, within [20, 200] us; long steps get the 20 us floor (a step
+    // measured slow once, e.g. while cold, must not lock the caller into sleeping).
+    int64_t avg_us = avg_step_ns_.load(std::memory_order_relaxed) / 1000;
+    if (avg_us > 1000) return std::chrono::microseconds(20);
+    return std::chrono::microseconds(std::clamp<int64_t>(2 * avg_us, 20, 200));
   }
   void record_step(std::chrono::nanoseconds d) {
     int64_t old = avg_step_ns_.load(std::memory_order_relaxed);

@@ -199,10 +199,11 @@ class MatMulKernel : public OpKernel {
   template <typename T>
   static void product(OpKernelContext& ctx, const Gemm& g, const T* a, const T* b, T* c) {
     if constexpr (std::is_floating_point_v<T>) {
-      // Below ~64M multiply-adds a second thread gains nothing here (measured at m = 64:
-      // same time, twice the CPU) and waking a pool thread costs ~100 us on our VMs; the
-      // runtime overlaps independent products on its scheduler threads instead.
-      if (g.macs() < (int64_t{1} << 26)) {
+      // Below ~16M multiply-adds a second thread gains nothing here (measured on a
+      // training step's products, m = 64: same time, twice the CPU) and waking a pool
+      // thread costs ~100 us on our VMs; the runtime overlaps independent products on its
+      // scheduler threads instead. 256^3 and up use the pool.
+      if (g.macs() < (int64_t{1} << 24)) {
         Eigen::ThreadPoolDevice single(eigen_cpu(ctx).getPool(), 1);
         gemm_one<T>(single, g, a, b, c);
         return;
