@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 namespace af = actorflow;
+using aft::check_close;
 using aft::eval1;
 
 namespace {
@@ -17,18 +18,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
-
-// aft::check_close, plus exact matching of infinities (inf - inf is NaN there).
-void check_close(const af::Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
-  REQUIRE(t.num_elements() == static_cast<int64_t>(expected.size()));
-  for (size_t i = 0; i < expected.size(); ++i) {
-    double v = t.element_as_double(static_cast<int64_t>(i));
-    INFO("element " << i << ": got " << v << ", expected " << expected[i]);
-    if (std::isnan(expected[i])) CHECK(std::isnan(v));
-    else if (std::isinf(expected[i])) CHECK(v == expected[i]);
-    else CHECK(std::fabs(v - expected[i]) <= tol * (1 + std::fabs(expected[i])));
-  }
-}
 
 template <typename T>
 af::Output c(af::Graph& g, const std::vector<T>& v, af::Shape s) {
