@@ -247,6 +247,9 @@ Result<std::unique_ptr<Graph>> import_graph_def(wire::GraphDef::Reader gd) {
     }
   }
   graph->set_seed(gd.getSeed());
+  // Random ops added to the loaded graph must not replay the streams of its own ops.
+  for (int id = 0; id < graph->num_nodes(); ++id)
+    if (graph->node(id).has_attr("seed2")) graph->skip_op_seeds_to(graph->node(id).attr_int("seed2"));
   return graph;
 }
 

@@ -155,6 +155,10 @@ class Graph {
   void set_seed(int64_t seed) { seed_ = seed; }
   int64_t seed() const { return seed_; }
   int64_t next_op_seed() { return ++op_seed_counter_; }
+  // Continues op seeds after `last` (a loaded graph's ops already used 1..last).
+  void skip_op_seeds_to(int64_t last) {
+    if (last > op_seed_counter_ && last < (int64_t{1} << 62)) op_seed_counter_ = last;
+  }
 
   // A readable listing, one node per line.
   std::string to_string() const;
