@@ -467,70 +467,55 @@ class ActorIterator final : public Iterator {
 
 }  // namespace
 
+Dataset Dataset::then(Stage stage) const {
+  Dataset d = *this;
+  d.stages_.push_back(std::make_shared<Stage>(std::move(stage)));
+  return d;
+}
+
 Dataset Dataset::from_tensors(Components components) {
   for (auto& t : components)
     if (!t.valid() || t.rank() < 1 || t.dim(0) != components[0].dim(0))
       throw Error(invalid_argument("Dataset::from_tensors: components must be tensors of rank >= 1 sharing dim 0"));
-  Dataset d;
-  auto s = std::make_shared<Stage>();
-  s->kind = Stage::Kind::tensors;
-  s->tensors = std::move(components);
-  d.stages_.push_back(s);
-  return d;
+  Stage s{Stage::Kind::tensors};
+  s.tensors = std::move(components);
+  return Dataset().then(std::move(s));
 }
 
 Dataset Dataset::from_records(std::vector<std::string> files, RecordReaderOptions options) {
-  Dataset d;
-  auto s = std::make_shared<Stage>();
-  s->kind = Stage::Kind::records;
-  s->files = std::move(files);
-  s->record_options = options;
-  d.stages_.push_back(s);
-  return d;
+  Stage s{Stage::Kind::records};
+  s.files = std::move(files);
+  s.record_options = options;
+  return Dataset().then(std::move(s));
 }
 
 Dataset Dataset::map(MapFn fn, int threads) const {
-  Dataset d = *this;
-  auto s = std::make_shared<Stage>();
-  s->kind = Stage::Kind::map;
-  s->fn = std::move(fn);
-  s->threads = threads;
-  d.stages_.push_back(s);
-  return d;
+  Stage s{Stage::Kind::map};
+  s.fn = std::move(fn);
+  s.threads = threads;
+  return then(std::move(s));
 }
 Dataset Dataset::shuffle(int64_t buffer_size, uint64_t seed) const {
-  Dataset d = *this;
-  auto s = std::make_shared<Stage>();
-  s->kind = Stage::Kind::shuffle;
-  s->n = buffer_size;
-  s->seed = seed;
-  d.stages_.push_back(s);
-  return d;
+  Stage s{Stage::Kind::shuffle};
+  s.n = buffer_size;
+  s.seed = seed;
+  return then(std::move(s));
 }
 Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
-  Dataset d = *this;
-  auto s = std::make_shared<Stage>();
-  s->kind = Stage::Kind::batch;
-  s->n = batch_size;
-  s->drop_remainder = drop_remainder;
-  d.stages_.push_back(s);
-  return d;
+  Stage s{Stage::Kind::batch};
+  s.n = batch_size;
+  s.drop_remainder = drop_remainder;
+  return then(std::move(s));
 }
 Dataset Dataset::repeat(int64_t epochs) const {
-  Dataset d = *this;
-  auto s = std::make_shared<Stage>();
-  s->kind = Stage::Kind::repeat;
-  s->n = epochs;
-  d.stages_.push_back(s);
-  return d;
+  Stage s{Stage::Kind::repeat};
+  s.n = epochs;
+  return then(std::move(s));
 }
 Dataset Dataset::prefetch(int64_t chunks) const {
-  Dataset d = *this;
-  auto s = std::make_shared<Stage>();
-  s->kind = Stage::Kind::prefetch;
-  s->n = chunks;
-  d.stages_.push_back(s);
-  return d;
+  Stage s{Stage::Kind::prefetch};
+  s.n = chunks;
+  return then(std::move(s));
 }
 
 std::unique_ptr<Iterator> Dataset::make_iterator() const {

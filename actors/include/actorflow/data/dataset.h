@@ -45,6 +45,8 @@ class Dataset {
   struct Stage;
 
  private:
+  // This dataset with `stage` appended.
+  Dataset then(Stage stage) const;
   std::vector<std::shared_ptr<Stage>> stages_;
 };
 
