@@ -25,4 +25,19 @@ inline Graph& graph_of(const Output& x) {
   return *x.graph();
 }
 
+// TF's rule for random ops: an op seed alone is combined with the graph seed (or a fixed
+// default); a graph seed alone gives each op its own counter; neither means (0, 0), which
+// the kernels read as "nondeterministic".
+inline std::map<std::string, AttrValue> seed_attrs(Graph& g, int64_t seed) {
+  int64_t s1 = 0, s2 = 0;
+  if (seed >= 0) {
+    s1 = g.seed() >= 0 ? g.seed() : 87654321;
+    s2 = seed;
+  } else if (g.seed() >= 0) {
+    s1 = g.seed();
+    s2 = g.next_op_seed();
+  }
+  return {{"seed", s1}, {"seed2", s2}};
+}
+
 }  // namespace actorflow::dsl

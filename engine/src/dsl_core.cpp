@@ -7,6 +7,7 @@ namespace actorflow {
 
 using dsl::add;
 using dsl::graph_of;
+using dsl::seed_attrs;
 
 Output placeholder(Graph& g, DType dtype, Shape shape, const std::string& name) {
   return add(g, "Placeholder", name, {}, {{"dtype", dtype}, {"shape", std::move(shape)}});
@@ -63,20 +64,6 @@ Initializer glorot_normal(Shape shape, int64_t seed) {
 }
 
 namespace {
-
-// TF's rule: an op seed alone is combined with the graph seed (or 0); a graph seed alone
-// gives each op its own counter; neither means a fresh nondeterministic seed (0, 0).
-std::map<std::string, AttrValue> seed_attrs(Graph& g, int64_t seed) {
-  int64_t s1 = 0, s2 = 0;
-  if (seed >= 0) {
-    s1 = g.seed() >= 0 ? g.seed() : 87654321;
-    s2 = seed;
-  } else if (g.seed() >= 0) {
-    s1 = g.seed();
-    s2 = g.next_op_seed();
-  }
-  return {{"seed", s1}, {"seed2", s2}};
-}
 
 std::pair<double, double> fans(const Shape& s) {
   if (s.rank() < 1) return {1, 1};

@@ -14,20 +14,7 @@ using dsl::graph_of;
 
 namespace {
 
-// The seed rule of the random ops (dsl_core.cpp): an op seed alone is combined with the
-// graph seed (or a fixed default); a graph seed alone gives each op its own counter;
-// neither means (0, 0), which the kernels read as "nondeterministic".
-std::map<std::string, AttrValue> seed_attrs(Graph& g, int64_t seed) {
-  int64_t s1 = 0, s2 = 0;
-  if (seed >= 0) {
-    s1 = g.seed() >= 0 ? g.seed() : 87654321;
-    s2 = seed;
-  } else if (g.seed() >= 0) {
-    s1 = g.seed();
-    s2 = g.next_op_seed();
-  }
-  return {{"seed", s1}, {"seed2", s2}};
-}
+using dsl::seed_attrs;
 
 AttrValue::Ints ints(std::vector<int64_t> v) { return AttrValue::Ints(std::move(v)); }
 
