@@ -16,7 +16,7 @@
 #include <set>
 #include <thread>
 
-#include "../engine/src/safetensors.h"
+#include "../engine/src/io/safetensors.h"
 #include "interop/interop.h"
 #include "test_util.h"
 

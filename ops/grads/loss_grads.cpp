@@ -1,7 +1,7 @@
 // Gradients of BiasAdd, BiasAddGrad, L2Loss and the cross-entropy losses.
 #include "actorflow/actorflow.h"
 #include "actorflow/gradients.h"
-#include "../../engine/src/dsl_build.h"
+#include "../../engine/src/dsl/dsl_build.h"
 
 namespace actorflow {
 namespace {

@@ -8,7 +8,7 @@
 // AvgPoolGrad is the transpose of AvgPool.
 #include "actorflow/actorflow.h"
 #include "actorflow/gradients.h"
-#include "../../engine/src/dsl_build.h"
+#include "../../engine/src/dsl/dsl_build.h"
 
 namespace actorflow {
 namespace {

@@ -1,7 +1,7 @@
 // Gradients of reductions (Sum, Mean; Max/Min/Prod elsewhere) and of arg-reductions.
 #include "actorflow/actorflow.h"
 #include "actorflow/gradients.h"
-#include "../../engine/src/dsl_build.h"
+#include "../../engine/src/dsl/dsl_build.h"
 
 namespace actorflow {
 namespace {

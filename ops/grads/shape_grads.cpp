@@ -7,7 +7,7 @@
 
 #include "actorflow/actorflow.h"
 #include "actorflow/gradients.h"
-#include "../../engine/src/dsl_build.h"
+#include "../../engine/src/dsl/dsl_build.h"
 
 namespace actorflow {
 namespace {

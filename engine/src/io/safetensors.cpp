@@ -3,7 +3,7 @@
 // the end of the header. Readers (the Rust crate behind Python's safetensors) require the
 // offsets to tile the data section exactly, so there is no padding between tensors; we
 // order tensors by element size, largest first, to keep each one aligned.
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

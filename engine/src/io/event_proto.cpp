@@ -1,6 +1,6 @@
 // Protobuf wire encoding by hand: the messages are few and fixed, and a generated-code
 // dependency would be larger than all of this.
-#include "event_proto.h"
+#include "io/event_proto.h"
 
 #include <algorithm>
 #include <bit>

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 namespace actorflow::st {
 

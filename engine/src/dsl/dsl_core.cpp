@@ -1,7 +1,7 @@
 #include <cmath>
 
 #include "actorflow/dsl_core.h"
-#include "dsl_build.h"
+#include "dsl/dsl_build.h"
 
 namespace actorflow {
 

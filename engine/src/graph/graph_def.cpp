@@ -16,7 +16,7 @@
 
 #include "actorflow/crc32c.h"
 #include "actorflow/graph.h"
-#include "wire_convert.h"
+#include "graph/wire_convert.h"
 
 namespace actorflow {
 

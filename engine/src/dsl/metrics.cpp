@@ -3,7 +3,7 @@
 #include "actorflow/dsl_array.h"
 #include "actorflow/dsl_core.h"
 #include "actorflow/dsl_math.h"
-#include "dsl_build.h"
+#include "dsl/dsl_build.h"
 
 namespace actorflow {
 

@@ -5,7 +5,7 @@
 #include "actorflow/dsl_core.h"
 #include "actorflow/dsl_math.h"
 #include "actorflow/optimizers.h"
-#include "dsl_build.h"
+#include "dsl/dsl_build.h"
 
 namespace actorflow::train {
 

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "actorflow/dsl_core.h"
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 namespace actorflow {
 namespace {

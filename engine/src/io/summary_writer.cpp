@@ -11,8 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "event_proto.h"
-#include "safetensors.h"
+#include "io/event_proto.h"
+#include "io/safetensors.h"
 
 namespace actorflow {
 namespace {

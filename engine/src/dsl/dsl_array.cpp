@@ -1,5 +1,5 @@
 #include "actorflow/dsl_array.h"
-#include "dsl_build.h"
+#include "dsl/dsl_build.h"
 
 namespace actorflow {
 

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "wire_convert.h"
+#include "graph/wire_convert.h"
 
 namespace actorflow {
 
