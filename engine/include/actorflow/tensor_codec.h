@@ -44,4 +44,12 @@ Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* d
 std::string encode_tensor(const Tensor& t);
 Result<Tensor> decode_tensor(std::string bytes);
 
+// Calls of the encoders and decoders above in this process so far (never decreasing):
+// lets a test prove that an edge really travelled as bytes.
+struct CodecCounts {
+  int64_t encodes = 0;
+  int64_t decodes = 0;
+};
+CodecCounts codec_counts();
+
 }  // namespace actorflow

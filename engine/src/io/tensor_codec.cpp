@@ -2,6 +2,7 @@
 // graph_def.cpp.
 #include "actorflow/tensor_codec.h"
 
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <mutex>
@@ -359,9 +360,17 @@ unsigned estimate_words(const Tensor& t, size_t extra_bytes) {
   return static_cast<unsigned>(std::min<size_t>(words, size_t{1} << 28));
 }
 
+std::atomic<int64_t> g_encodes{0};
+std::atomic<int64_t> g_decodes{0};
+
 }  // namespace
 
+CodecCounts codec_counts() {
+  return {g_encodes.load(std::memory_order_relaxed), g_decodes.load(std::memory_order_relaxed)};
+}
+
 std::string encode_tensor_message(const TensorMessage& m) {
+  g_encodes.fetch_add(1, std::memory_order_relaxed);
   Status status = m.status;
   const Tensor* tensor = &m.tensor;
   static const Tensor kNone;
@@ -389,6 +398,7 @@ std::string encode_tensor_message(const TensorMessage& m) {
 }
 
 Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* data, size_t size) {
+  g_decodes.fetch_add(1, std::memory_order_relaxed);
   FlatReader flat;
   AF_RETURN_IF_ERROR(flat.open(data, size, kTensorMsg));
   return guard(kTensorMsg, [&]() -> Result<TensorMessage> {
@@ -427,6 +437,7 @@ Result<TensorMessage> decode_tensor_message(std::string bytes) {
 }
 
 std::string encode_tensor(const Tensor& t) {
+  g_encodes.fetch_add(1, std::memory_order_relaxed);
   capnp::MallocMessageBuilder message(estimate_words(t, 0));
   capnp::Orphanage orphanage = message.getOrphanage();
   write_tensor(t, message.initRoot<wire::TensorProto>(), &orphanage);
@@ -434,6 +445,7 @@ std::string encode_tensor(const Tensor& t) {
 }
 
 Result<Tensor> decode_tensor(std::string bytes) {
+  g_decodes.fetch_add(1, std::memory_order_relaxed);
   auto holder = hold(std::move(bytes));
   FlatReader flat;
   AF_RETURN_IF_ERROR(flat.open(holder->data(), holder->size(), kTensorProto));
