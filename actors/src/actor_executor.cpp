@@ -4,6 +4,7 @@
 
 #include "actorflow/op_registry.h"
 
+#include "actor_count_internal.h"
 #include "node_actor.h"
 
 namespace actorflow::runtime {
@@ -102,8 +103,11 @@ class ActorExecutor final : public Executor {
     }
     auto& sys = actor_system();
     shared_->actors.resize(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (!nodes[i].inert) shared_->actors[i] = sys.spawn<NodeActor>(shared_, static_cast<int>(i));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i].inert) continue;
+      shared_->actors[i] = sys.spawn<NodeActor>(shared_, static_cast<int>(i));
+      g_node_actors_spawned.fetch_add(1, std::memory_order_relaxed);
+    }
     return Status::OK();
   }
 
