@@ -1,0 +1,167 @@
+// Message <-> Frame (schemas/net.capnp) conversion. Bodies are flat Cap'n Proto messages;
+// readers may traverse as many words as the frame holds (the frame limit bounds it), and
+// every Cap'n Proto exception becomes data_loss here, before it could cross a thread.
+#include "frame_messages.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstring>
+
+#include "net.capnp.h"
+
+namespace actorflow::net {
+namespace {
+
+kj::ArrayPtr<const kj::byte> bytes_of(const std::string& s) {
+  return kj::arrayPtr(reinterpret_cast<const kj::byte*>(s.data()), s.size());
+}
+std::string to_string(capnp::Data::Reader d) { return std::string(reinterpret_cast<const char*>(d.begin()), d.size()); }
+std::string str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
+capnp::Text::Reader text(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+
+void write_status(const Status& s, wire::StepStatus::Builder b) {
+  b.setCode(static_cast<int32_t>(s.code()));
+  b.setMessage(text(s.message()));
+}
+Status read_status(wire::StepStatus::Reader r) {
+  int32_t code = r.getCode();
+  if (code == 0) return Status::OK();
+  if (code < 0 || code > static_cast<int32_t>(Code::resource_exhausted))
+    return internal_error("peer sent unknown status code " + std::to_string(code) + ": " + str(r.getMessage()));
+  return Status(static_cast<Code>(code), str(r.getMessage()));
+}
+
+struct Writer {
+  wire::Frame::Builder f;
+  void operator()(const HelloMsg& m) {
+    auto b = f.initHello();
+    b.setProtoVersion(m.proto_version);
+    b.setRole(text(m.role));
+    b.setTask(text(m.task));
+    b.setIncarnation(m.incarnation);
+    b.setNonce(bytes_of(m.nonce));
+  }
+  void operator()(const AuthProofMsg& m) { f.initAuthProof().setMac(bytes_of(m.mac)); }
+  void operator()(const WelcomeMsg& m) { f.initWelcome().setMaxMessageBytes(m.max_message_bytes); }
+  void operator()(const RegisterGraphMsg& m) {
+    auto b = f.initRegisterGraph();
+    b.setRequestId(m.request_id);
+    b.setGraphDef(bytes_of(m.graph_def));
+  }
+  void operator()(const RegisteredMsg& m) {
+    auto b = f.initRegistered();
+    b.setRequestId(m.request_id);
+    b.setHandle(m.handle);
+    write_status(m.status, b.initStatus());
+  }
+  void operator()(const RunStepMsg& m) {
+    auto b = f.initRunStep();
+    b.setHandle(m.handle);
+    b.setStepId(m.step_id);
+    b.setTimeoutMs(m.timeout_ms);
+    auto feeds = b.initFeeds(static_cast<unsigned>(m.feeds.size()));
+    for (unsigned i = 0; i < feeds.size(); ++i) {
+      feeds[i].setName(text(m.feeds[i].first));
+      feeds[i].setTensor(bytes_of(m.feeds[i].second));
+    }
+    auto fetches = b.initFetches(static_cast<unsigned>(m.fetches.size()));
+    for (unsigned i = 0; i < fetches.size(); ++i) fetches.set(i, text(m.fetches[i]));
+    auto targets = b.initTargets(static_cast<unsigned>(m.targets.size()));
+    for (unsigned i = 0; i < targets.size(); ++i) targets.set(i, text(m.targets[i]));
+  }
+  void operator()(const StepDoneMsg& m) {
+    auto b = f.initStepDone();
+    b.setStepId(m.step_id);
+    write_status(m.status, b.initStatus());
+    auto fetched = b.initFetched(static_cast<unsigned>(m.fetched.size()));
+    for (unsigned i = 0; i < fetched.size(); ++i) fetched.set(i, bytes_of(m.fetched[i]));
+  }
+  void operator()(const CloseGraphMsg& m) { f.initCloseGraph().setHandle(m.handle); }
+  void operator()(const HeartbeatMsg& m) { f.initHeartbeat().setSentAtMs(m.sent_at_ms); }
+};
+
+Result<Message> read_frame(wire::Frame::Reader f) {
+  switch (f.which()) {
+    case wire::Frame::HELLO: {
+      auto r = f.getHello();
+      return Message{HelloMsg{r.getProtoVersion(), str(r.getRole()), str(r.getTask()), r.getIncarnation(), to_string(r.getNonce())}};
+    }
+    case wire::Frame::AUTH_PROOF: return Message{AuthProofMsg{to_string(f.getAuthProof().getMac())}};
+    case wire::Frame::WELCOME: return Message{WelcomeMsg{f.getWelcome().getMaxMessageBytes()}};
+    case wire::Frame::REGISTER_GRAPH: {
+      auto r = f.getRegisterGraph();
+      return Message{RegisterGraphMsg{r.getRequestId(), to_string(r.getGraphDef())}};
+    }
+    case wire::Frame::REGISTERED: {
+      auto r = f.getRegistered();
+      return Message{RegisteredMsg{r.getRequestId(), r.getHandle(), read_status(r.getStatus())}};
+    }
+    case wire::Frame::RUN_STEP: {
+      auto r = f.getRunStep();
+      RunStepMsg m;
+      m.handle = r.getHandle();
+      m.step_id = r.getStepId();
+      m.timeout_ms = r.getTimeoutMs();
+      for (auto feed : r.getFeeds()) m.feeds.emplace_back(str(feed.getName()), to_string(feed.getTensor()));
+      for (auto name : r.getFetches()) m.fetches.push_back(str(name));
+      for (auto name : r.getTargets()) m.targets.push_back(str(name));
+      return Message{std::move(m)};
+    }
+    case wire::Frame::STEP_DONE: {
+      auto r = f.getStepDone();
+      StepDoneMsg m;
+      m.step_id = r.getStepId();
+      m.status = read_status(r.getStatus());
+      for (auto d : r.getFetched()) m.fetched.push_back(to_string(d));
+      return Message{std::move(m)};
+    }
+    case wire::Frame::CLOSE_GRAPH: return Message{CloseGraphMsg{f.getCloseGraph().getHandle()}};
+    case wire::Frame::HEARTBEAT: return Message{HeartbeatMsg{f.getHeartbeat().getSentAtMs()}};
+  }
+  return data_loss("frame holds an unknown message (union member " + std::to_string(static_cast<int>(f.which())) + ")");
+}
+
+}  // namespace
+
+const char* message_name(const Message& m) {
+  static const char* names[] = {"Hello",   "AuthProof", "Welcome",    "RegisterGraph", "Registered",
+                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat"};
+  return names[m.index()];
+}
+
+std::string encode_message(const Message& m) {
+  capnp::MallocMessageBuilder builder;
+  std::visit(Writer{builder.initRoot<wire::Frame>()}, m);
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder);
+  auto bytes = flat.asBytes();
+  return encode_frame(frame_type(m), 0, std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+}
+
+Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes) {
+  if (frame.size == 0 || frame.size % 8 != 0 || frame.words.size() * 8 < frame.size)
+    return data_loss("frame body of " + std::to_string(frame.size) + " bytes is not a Cap'n Proto message");
+  capnp::ReaderOptions options;
+  // Raised from Cap'n Proto's 64 MiB default to the frame limit, plus slack for the
+  // small amplification that list pointers allow.
+  options.traversalLimitInWords = max_bytes / 8 + 1024;
+  options.nestingLimit = 16;
+  try {
+    capnp::FlatArrayMessageReader reader(
+        kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.words.data()), frame.size / 8), options);
+    if (reader.getEnd() != reinterpret_cast<const capnp::word*>(frame.words.data()) + frame.size / 8)
+      return data_loss("frame body has trailing bytes after its message");
+    auto root = reader.getRoot<wire::Frame>();
+    if (static_cast<uint16_t>(root.which()) + 1 != frame.type)
+      return data_loss("frame header says type " + std::to_string(frame.type) + " but the body holds union member " +
+                       std::to_string(static_cast<int>(root.which())));
+    return read_frame(root);
+  } catch (const kj::Exception& e) {
+    return data_loss(std::string("malformed frame body: ") + e.getDescription().cStr());
+  } catch (const std::exception& e) {
+    return data_loss(std::string("malformed frame body: ") + e.what());
+  }
+}
+
+}  // namespace actorflow::net

@@ -1,0 +1,74 @@
+// The messages of a daemon connection as plain C++ values, and their frames: one
+// schemas/net.capnp Frame per frame body, the header's type naming the union member.
+// Decoding checks everything a peer controls (sizes, the type, status codes) and turns
+// any Cap'n Proto complaint into data_loss, so bad bytes cost the connection, never the
+// process.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "actorflow/status.h"
+#include "frame.h"
+
+namespace actorflow::net {
+
+inline constexpr uint32_t kProtoVersion = 1;
+
+struct HelloMsg {
+  uint32_t proto_version = kProtoVersion;
+  std::string role;  // "client" or "daemon"
+  std::string task;
+  uint64_t incarnation = 0;
+  std::string nonce;
+};
+struct AuthProofMsg {
+  std::string mac;
+};
+struct WelcomeMsg {
+  uint64_t max_message_bytes = 0;
+};
+struct RegisterGraphMsg {
+  uint64_t request_id = 0;
+  std::string graph_def;
+};
+struct RegisteredMsg {
+  uint64_t request_id = 0;
+  uint64_t handle = 0;
+  Status status;
+};
+struct RunStepMsg {
+  uint64_t handle = 0;
+  uint64_t step_id = 0;
+  std::vector<std::pair<std::string, std::string>> feeds;  // "node:index" -> TensorMsg bytes
+  std::vector<std::string> fetches;
+  std::vector<std::string> targets;
+  int64_t timeout_ms = 0;
+};
+struct StepDoneMsg {
+  uint64_t step_id = 0;
+  Status status;
+  std::vector<std::string> fetched;  // TensorMsg bytes
+};
+struct CloseGraphMsg {
+  uint64_t handle = 0;
+};
+struct HeartbeatMsg {
+  int64_t sent_at_ms = 0;
+};
+
+// The order matches the Frame union of net.capnp: the header's type is index + 1.
+using Message = std::variant<HelloMsg, AuthProofMsg, WelcomeMsg, RegisterGraphMsg, RegisteredMsg, RunStepMsg,
+                             StepDoneMsg, CloseGraphMsg, HeartbeatMsg>;
+
+inline uint16_t frame_type(const Message& m) { return static_cast<uint16_t>(m.index() + 1); }
+const char* message_name(const Message& m);
+
+// The whole frame: header and body.
+std::string encode_message(const Message& m);
+// Reads one frame's body; `max_bytes` bounds how much the Cap'n Proto reader traverses.
+Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes);
+
+}  // namespace actorflow::net

@@ -1,0 +1,23 @@
+// The cluster token every daemon and client share: from --token_file, ACTORFLOW_TOKEN or
+// ACTORFLOW_TOKEN_FILE, in that order.
+#pragma once
+#include <map>
+#include <string>
+
+#include "actorflow/status.h"
+
+namespace actorflow::net {
+
+// What a daemon with no token tells the user.
+inline constexpr const char* kNoTokenHelp =
+    "no cluster token: set ACTORFLOW_TOKEN=<secret> (the same on every host), or "
+    "ACTORFLOW_TOKEN_FILE=FILE, or pass --token_file FILE, or --insecure for a loopback-only test daemon";
+
+// The token from `token_file` (a flag; "" = none) or the environment. not_found with
+// kNoTokenHelp when there is none; invalid_argument for an unreadable or empty file.
+// A file's trailing newline is not part of the token.
+Result<std::string> load_token(const std::string& token_file, const std::map<std::string, std::string>& env);
+// The same from this process's environment.
+Result<std::string> load_token(const std::string& token_file = "");
+
+}  // namespace actorflow::net

@@ -1,0 +1,84 @@
+@0xbcbb2ec29d5f0b4e;
+# The node daemon's wire: every frame body is one Frame message (flat array), behind the
+# 16-byte header of net/src/frame.h. Tensors travel as TensorMsg bytes (tensor.capnp), so
+# the bytes a remote feed or fetch carries are exactly those of an encoded local edge.
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("actorflow::wire");
+
+# Both sides open with a Hello. The nonce (32 random bytes) makes every handshake's MACs
+# fresh, so a recorded handshake cannot be replayed.
+struct Hello {
+  protoVersion @0 :UInt32;
+  role @1 :Text;             # "client" or "daemon"
+  task @2 :Text;             # "/job:worker/task:0", or a client's label
+  incarnation @3 :UInt64;    # random per process start
+  nonce @4 :Data;
+}
+
+# HMAC-SHA256 over both Hellos with the cluster token (net/src/handshake.h).
+struct AuthProof {
+  mac @0 :Data;
+}
+
+# The daemon accepted the client; frames may now be as large as maxMessageBytes.
+struct Welcome {
+  maxMessageBytes @0 :UInt64;
+}
+
+struct RegisterGraph {
+  requestId @0 :UInt64;
+  graphDef @1 :Data;         # Graph::serialize() bytes
+}
+
+struct StepStatus {
+  code @0 :Int32;            # actorflow::Code; 0 = OK
+  message @1 :Text;
+}
+
+struct Registered {
+  requestId @0 :UInt64;
+  handle @1 :UInt64;         # 0 when status is not OK
+  status @2 :StepStatus;
+}
+
+struct NamedTensor {
+  name @0 :Text;             # "node:index"
+  tensor @1 :Data;           # TensorMsg bytes
+}
+
+struct RunStep {
+  handle @0 :UInt64;
+  stepId @1 :UInt64;
+  feeds @2 :List(NamedTensor);
+  fetches @3 :List(Text);    # "node:index"
+  targets @4 :List(Text);    # node names
+  timeoutMs @5 :Int64;       # 0: none
+}
+
+struct StepDone {
+  stepId @0 :UInt64;
+  status @1 :StepStatus;
+  fetched @2 :List(Data);    # TensorMsg bytes, in the order of RunStep.fetches
+}
+
+struct CloseGraph {
+  handle @0 :UInt64;
+}
+
+struct Heartbeat {
+  sentAtMs @0 :Int64;
+}
+
+struct Frame {
+  union {
+    hello @0 :Hello;
+    authProof @1 :AuthProof;
+    welcome @2 :Welcome;
+    registerGraph @3 :RegisterGraph;
+    registered @4 :Registered;
+    runStep @5 :RunStep;
+    stepDone @6 :StepDone;
+    closeGraph @7 :CloseGraph;
+    heartbeat @8 :Heartbeat;
+  }
+}
