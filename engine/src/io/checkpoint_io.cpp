@@ -1,14 +1,17 @@
-// The JSON parser behind safetensors headers and the checkpoint index, and the POSIX
-// file helpers for atomic writes (write, fsync, rename, fsync of the directory).
+// Strict JSON parsing (on nlohmann-json) for safetensors headers and the checkpoint index,
+// the index's encoding, and the POSIX file helpers for atomic writes (write, fsync, rename,
+// fsync of the directory).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 
@@ -16,196 +19,115 @@ namespace actorflow::st {
 
 // ---------------------------------------------------------------- JSON
 
-const JsonValue* JsonValue::find(std::string_view key) const {
-  for (const auto& [k, v] : members)
-    if (k == key) return &v;
-  return nullptr;
-}
-
-bool JsonValue::as_index(uint64_t* out) const {
-  if (kind != Kind::number || text.empty() || text.size() > 18) return false;
-  uint64_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = v;
-  return true;
-}
-
 namespace {
 
-class JsonParser {
- public:
-  explicit JsonParser(std::string_view s) : s_(s) {}
-
-  Status parse(JsonValue* out) {
-    AF_RETURN_IF_ERROR(value(out, 0));
-    skip_ws();
-    if (pos_ != s_.size()) return fail("unexpected trailing characters");
-    return Status::OK();
-  }
-
- private:
-  Status fail(const std::string& what) const {
-    return invalid_argument("invalid JSON at byte " + std::to_string(pos_) + ": " + what);
-  }
-  void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
-  }
-  bool eat(char c) {
-    skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == c) { ++pos_; return true; }
-    return false;
-  }
-  bool literal(std::string_view word) {
-    if (s_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  Status value(JsonValue* out, int depth) {
-    if (depth > 32) return fail("nested too deeply");
-    skip_ws();
-    if (pos_ >= s_.size()) return fail("unexpected end");
-    char c = s_[pos_];
-    if (c == '{') {
-      ++pos_;
-      out->kind = JsonValue::Kind::object;
-      if (eat('}')) return Status::OK();
-      do {
-        skip_ws();
-        std::string key;
-        AF_RETURN_IF_ERROR(string(&key));
-        if (!eat(':')) return fail("expected ':'");
-        JsonValue v;
-        AF_RETURN_IF_ERROR(value(&v, depth + 1));
-        out->members.emplace_back(std::move(key), std::move(v));
-      } while (eat(','));
-      if (!eat('}')) return fail("expected ',' or '}'");
-      return Status::OK();
-    }
-    if (c == '[') {
-      ++pos_;
-      out->kind = JsonValue::Kind::array;
-      if (eat(']')) return Status::OK();
-      do {
-        JsonValue v;
-        AF_RETURN_IF_ERROR(value(&v, depth + 1));
-        out->items.push_back(std::move(v));
-      } while (eat(','));
-      if (!eat(']')) return fail("expected ',' or ']'");
-      return Status::OK();
-    }
-    if (c == '"') {
-      out->kind = JsonValue::Kind::string;
-      return string(&out->text);
-    }
-    if (literal("true")) { out->kind = JsonValue::Kind::boolean; out->boolean = true; return Status::OK(); }
-    if (literal("false")) { out->kind = JsonValue::Kind::boolean; return Status::OK(); }
-    if (literal("null")) return Status::OK();
-    size_t start = pos_;
-    while (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) || std::strchr("+-.eE", s_[pos_]))) ++pos_;
-    if (pos_ == start) return fail(std::string("unexpected character '") + c + "'");
-    out->kind = JsonValue::Kind::number;
-    out->text = std::string(s_.substr(start, pos_ - start));
-    return Status::OK();
-  }
-
-  Status hex4(uint32_t* out) {
-    if (pos_ + 4 > s_.size()) return fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = s_[pos_++];
-      int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-      if (d < 0) return fail("bad \\u escape");
-      v = v << 4 | static_cast<uint32_t>(d);
-    }
-    *out = v;
-    return Status::OK();
-  }
-
-  Status string(std::string* out) {
-    if (pos_ >= s_.size() || s_[pos_] != '"') return fail("expected a string");
-    ++pos_;
-    while (true) {
-      if (pos_ >= s_.size()) return fail("unterminated string");
-      char c = s_[pos_++];
-      if (c == '"') return Status::OK();
-      if (static_cast<unsigned char>(c) < 0x20) return fail("control character in string");
-      if (c != '\\') { out->push_back(c); continue; }
-      if (pos_ >= s_.size()) return fail("unterminated escape");
-      char e = s_[pos_++];
-      switch (e) {
-        case '"': case '\\': case '/': out->push_back(e); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
-        case 'u': {
-          uint32_t cp = 0;
-          AF_RETURN_IF_ERROR(hex4(&cp));
-          if (cp >= 0xD800 && cp < 0xDC00) {
-            uint32_t lo = 0;
-            if (!literal("\\u")) return fail("unpaired surrogate");
-            AF_RETURN_IF_ERROR(hex4(&lo));
-            if (lo < 0xDC00 || lo >= 0xE000) return fail("unpaired surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            return fail("unpaired surrogate");
-          }
-          if (cp < 0x80) {
-            out->push_back(static_cast<char>(cp));
-          } else if (cp < 0x800) {
-            out->push_back(static_cast<char>(0xC0 | cp >> 6));
-            out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-          } else if (cp < 0x10000) {
-            out->push_back(static_cast<char>(0xE0 | cp >> 12));
-            out->push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3F)));
-            out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-          } else {
-            out->push_back(static_cast<char>(0xF0 | cp >> 18));
-            out->push_back(static_cast<char>(0x80 | (cp >> 12 & 0x3F)));
-            out->push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3F)));
-            out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-          }
-          break;
-        }
-        default: return fail(std::string("bad escape '\\") + e + "'");
-      }
-    }
-  }
-
-  std::string_view s_;
-  size_t pos_ = 0;
+// Thrown from the parse callback to stop the parse; never leaves parse_json.
+struct JsonRuleBroken {
+  std::string what;
 };
+
+// Text from a damaged file, fit for a message: non-ASCII and control bytes become '?',
+// and at most `max` bytes are kept.
+std::string printable(std::string_view text, size_t max) {
+  std::string out(text.substr(0, max));
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return text.size() > max ? out + "..." : out;
+}
+
+// "[json.exception.parse_error.101] parse error at line 1, ..." without the bracketed id.
+// The library quotes the token it stopped in ("last read: '...'"), which in a damaged file
+// can be megabytes of binary: only its last bytes are kept, and only printable ASCII.
+std::string library_message(const std::exception& e) {
+  std::string m = e.what();
+  if (!m.empty() && m[0] == '[') {
+    size_t close = m.find("] ");
+    if (close != std::string::npos) m.erase(0, close + 2);
+  }
+  constexpr std::string_view kLastRead = "last read: '";
+  constexpr size_t kKeep = 40;
+  size_t from = m.find(kLastRead);
+  size_t to = m.rfind('\'');
+  if (from != std::string::npos && to != std::string::npos && to > from + kLastRead.size() + kKeep) {
+    from += kLastRead.size();
+    m.replace(from, to - from, "..." + m.substr(to - kKeep, kKeep));
+  }
+  return printable(m, m.size());
+}
 
 }  // namespace
 
-Result<JsonValue> parse_json(std::string_view text) {
-  JsonValue v;
-  JsonParser p(text);
-  AF_RETURN_IF_ERROR(p.parse(&v));
-  return v;
+Result<nlohmann::json> parse_json(std::string_view text) {
+  using nlohmann::json;
+  // One key set per open object; keys always belong to the innermost open container,
+  // which is then an object, so arrays need no entry.
+  std::vector<std::set<std::string>> keys;
+  auto check = [&keys](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth >= kMaxJsonDepth) throw JsonRuleBroken{"nested deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
+        if (event == json::parse_event_t::object_start) keys.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        keys.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!keys.back().insert(parsed.get<std::string>()).second)
+          throw JsonRuleBroken{"key \"" + printable(parsed.get<std::string>(), 80) + "\" appears twice in one object"};
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), check);
+  } catch (const JsonRuleBroken& e) {
+    return invalid_argument(e.what);
+  } catch (const json::exception& e) {
+    return invalid_argument(library_message(e));
+  }
 }
 
-std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
+bool json_index(const nlohmann::json& v, uint64_t* out) {
+  if (!v.is_number_unsigned()) return false;
+  uint64_t x = v.get<uint64_t>();
+  if (x >> 63) return false;
+  *out = x;
+  return true;
+}
+
+// ---------------------------------------------------------------- checkpoint index
+
+Result<std::string> encode_checkpoint_index(const CheckpointState& s) {
+  // Ordered so the file reads "latest" first, as a person expects.
+  nlohmann::ordered_json j;
+  j["latest"] = s.latest;
+  j["all"] = s.all;
+  try {
+    return j.dump(2) + "\n";
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument("checkpoint index: a checkpoint name is not valid UTF-8 (" + library_message(e) + ")");
   }
-  return out + "\"";
+}
+
+Result<CheckpointState> decode_checkpoint_index(std::string_view bytes, const std::string& path) {
+  const std::string where = "checkpoint index '" + path + "' is corrupted: ";
+  auto j = parse_json(bytes);
+  if (!j.ok()) return data_loss(where + "not valid JSON (" + j.status().message() + ")");
+  const nlohmann::json& v = *j;
+  const auto latest = v.is_object() ? v.find("latest") : v.end();
+  const auto all = v.is_object() ? v.find("all") : v.end();
+  if (latest == v.end() || !latest->is_string() || all == v.end() || !all->is_array())
+    return data_loss(where + "expected {\"latest\": name, \"all\": [names]}");
+  CheckpointState s;
+  s.latest = latest->get<std::string>();
+  for (const nlohmann::json& name : *all) {
+    if (!name.is_string()) return data_loss(where + "\"all\" holds " + std::string(name.type_name()) + ", not a file name");
+    s.all.push_back(name.get<std::string>());
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------- files

@@ -11,10 +11,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include <nlohmann/json.hpp>
 
 #include "actorflow/crc32c.h"
 
@@ -130,39 +131,41 @@ Result<Reader> Reader::open(const std::string& path) {
 
   auto json = parse_json(header);
   if (!json.ok()) return data_loss(where + " is corrupted: its header is not valid JSON (" + json.status().message() + ")");
-  if (json->kind != JsonValue::Kind::object) return data_loss(where + " is corrupted: its header is not a JSON object");
-  std::set<std::string> names;
-  for (const auto& [key, v] : json->members) {
+  if (!json->is_object()) return data_loss(where + " is corrupted: its header is not a JSON object");
+  for (const auto& [key, v] : json->items()) {
     if (key == "__metadata__") {
-      if (v.kind != JsonValue::Kind::object) return data_loss(where + ": __metadata__ is not an object");
-      for (const auto& [mk, mv] : v.members) {
-        if (mv.kind != JsonValue::Kind::string) return data_loss(where + ": __metadata__ value of '" + mk + "' is not a string");
-        r.metadata_[mk] = mv.text;
+      if (!v.is_object()) return data_loss(where + ": __metadata__ is not an object");
+      for (const auto& [mk, mv] : v.items()) {
+        if (!mv.is_string()) return data_loss(where + ": __metadata__ value of '" + mk + "' is not a string");
+        r.metadata_[mk] = mv.get<std::string>();
       }
       continue;
     }
     const std::string what = where + ", tensor " + quote_name(key);
-    if (!names.insert(key).second) return data_loss(what + " appears twice in the header");
     Entry e;
     e.name = key;
-    const JsonValue* dt = v.find("dtype");
-    const JsonValue* sh = v.find("shape");
-    const JsonValue* off = v.find("data_offsets");
-    if (v.kind != JsonValue::Kind::object || !dt || dt->kind != JsonValue::Kind::string || !sh ||
-        sh->kind != JsonValue::Kind::array || !off || off->kind != JsonValue::Kind::array || off->items.size() != 2)
+    const auto field = [&v](const char* name) -> const nlohmann::json* {
+      if (!v.is_object()) return nullptr;
+      auto it = v.find(name);
+      return it == v.end() ? nullptr : &*it;
+    };
+    const nlohmann::json* dt = field("dtype");
+    const nlohmann::json* sh = field("shape");
+    const nlohmann::json* off = field("data_offsets");
+    if (!dt || !dt->is_string() || !sh || !sh->is_array() || !off || !off->is_array() || off->size() != 2)
       return data_loss(what + ": header entry needs dtype, shape and two data_offsets");
-    e.dtype = dt->text;
+    e.dtype = dt->get<std::string>();
     const size_t esize = st_dtype_size(e.dtype);
     if (esize == 0) return data_loss(what + ": unknown dtype '" + e.dtype + "'");
     unsigned __int128 count = 1;
-    for (const JsonValue& d : sh->items) {
+    for (const nlohmann::json& d : *sh) {
       uint64_t dim;
-      if (!d.as_index(&dim)) return data_loss(what + ": shape has an entry that is not a non-negative integer");
+      if (!json_index(d, &dim)) return data_loss(what + ": shape has an entry that is not a non-negative integer");
       e.shape.push_back(static_cast<int64_t>(dim));
       count *= dim;
       if (count > (static_cast<unsigned __int128>(1) << 62)) return data_loss(what + ": shape is impossibly large");
     }
-    if (!off->items[0].as_index(&e.begin) || !off->items[1].as_index(&e.end) || e.end < e.begin)
+    if (!json_index((*off)[0], &e.begin) || !json_index((*off)[1], &e.end) || e.end < e.begin)
       return data_loss(what + ": bad data_offsets");
     if (count * esize != e.end - e.begin)
       return data_loss(what + ": data_offsets span " + std::to_string(e.end - e.begin) + " bytes but " + e.dtype +
@@ -324,19 +327,21 @@ Status write_safetensors(const std::string& path, const std::vector<NamedTensor>
   for (const Entry& e : entries) ptrs.push_back(&e);
   meta[kCrcHeaderKey] = hex32(crc32c(canonical_header(ptrs, meta)));
 
-  std::string header = "{\"__metadata__\":{";
-  bool first = true;
-  for (const auto& [k, v] : meta) {
-    header += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
-    first = false;
+  // Written member by member, each serialized by the library, so the header keeps
+  // __metadata__ first, tensors in file order and each entry's fields in the order
+  // Python's safetensors writes them; one JSON object for the whole header would sort
+  // its keys, and an insertion-ordered one looks keys up linearly.
+  std::string header;
+  try {
+    header = "{\"__metadata__\":" + nlohmann::json(meta).dump();
+    for (const Entry& e : entries) {
+      nlohmann::ordered_json fields = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
+      header += "," + nlohmann::json(e.name).dump() + ":" + fields.dump();
+    }
+    header += "}";
+  } catch (const nlohmann::json::exception&) {
+    return invalid_argument(where + "tensor names and metadata must be valid UTF-8 (the header is JSON)");
   }
-  header += "}";
-  for (const Entry& e : entries) {
-    header += "," + json_quote(e.name) + ":{\"dtype\":\"" + e.dtype + "\",\"shape\":[";
-    for (size_t i = 0; i < e.shape.size(); ++i) header += (i ? "," : "") + std::to_string(e.shape[i]);
-    header += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) + "]}";
-  }
-  header += "}";
   while ((8 + header.size()) % 8 != 0) header += ' ';
   if (header.size() > kMaxHeaderBytes) return invalid_argument(where + "header exceeds 100 MB (too many tensors)");
 

@@ -1,6 +1,6 @@
-// Internals of the safetensors reader/writer and of the checkpoint index: a small JSON
-// parser (headers are JSON), POSIX file helpers for atomic writes, and a reader that
-// validates a file's layout before handing out tensors.
+// Internals of the safetensors reader/writer and of the checkpoint index: strict JSON
+// parsing (headers and the index are JSON), POSIX file helpers for atomic writes, and a
+// reader that validates a file's layout before handing out tensors.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -10,27 +10,27 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "actorflow/saver.h"
 
 namespace actorflow::st {
 
-// ---- JSON (just enough for safetensors headers and the checkpoint index) ----
-struct JsonValue {
-  enum class Kind { null, boolean, number, string, array, object };
-  Kind kind = Kind::null;
-  bool boolean = false;
-  std::string text;  // a string's value, or a number's literal text
-  std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;  // in file order
+// ---- JSON (nlohmann-json, the project's one JSON library) ----
+inline constexpr int kMaxJsonDepth = 64;
+// Parses `text` as strict JSON. Two rules beyond the library's: a key may appear once per
+// object (otherwise the last copy would silently win, and two readers of one header could
+// disagree on a tensor), and nesting stops at kMaxJsonDepth. The error says where
+// (line, column) and what, without naming the file: callers add that.
+Result<nlohmann::json> parse_json(std::string_view text);
+// A non-negative integer that fits in 63 bits.
+bool json_index(const nlohmann::json& v, uint64_t* out);
 
-  const JsonValue* find(std::string_view key) const;
-  // A non-negative integer literal that fits in 63 bits.
-  bool as_index(uint64_t* out) const;
-};
-// Fails with a message giving the byte offset of the problem.
-Result<JsonValue> parse_json(std::string_view text);
-// `s` as a JSON string literal, quotes included.
-std::string json_quote(std::string_view s);
+// ---- checkpoint index: {"latest": name, "all": [names]} ----
+// Fails only on names that are not UTF-8 (JSON cannot hold them).
+Result<std::string> encode_checkpoint_index(const CheckpointState& s);
+// Checks the index's shape, not its names; `path` is for messages.
+Result<CheckpointState> decode_checkpoint_index(std::string_view bytes, const std::string& path);
 
 // ---- files ----
 // RAII file descriptor.

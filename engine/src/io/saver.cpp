@@ -33,12 +33,6 @@ bool safe_name(const std::string& n) {
   return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos && n.find('\0') == std::string::npos;
 }
 
-std::string encode_state(const CheckpointState& s) {
-  std::string out = "{\n  \"latest\": " + st::json_quote(s.latest) + ",\n  \"all\": [";
-  for (size_t i = 0; i < s.all.size(); ++i) out += (i ? ",\n    " : "\n    ") + st::json_quote(s.all[i]);
-  return out + (s.all.empty() ? "]\n}\n" : "\n  ]\n}\n");
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -72,21 +66,10 @@ Result<CheckpointState> read_checkpoint_state(const std::string& dir) {
       return not_found("no checkpoint in '" + dir + "': the index file '" + path + "' does not exist");
     return bytes.status();
   }
-  auto json = st::parse_json(*bytes);
-  if (!json.ok()) return data_loss("checkpoint index '" + path + "' is corrupted: " + json.status().message());
-  CheckpointState s;
-  const st::JsonValue* latest = json->find("latest");
-  const st::JsonValue* all = json->find("all");
-  if (json->kind != st::JsonValue::Kind::object || !latest || latest->kind != st::JsonValue::Kind::string || !all ||
-      all->kind != st::JsonValue::Kind::array)
-    return data_loss("checkpoint index '" + path + "' is corrupted: expected {\"latest\": name, \"all\": [names]}");
-  s.latest = latest->text;
+  AF_ASSIGN_OR_RETURN(CheckpointState s, st::decode_checkpoint_index(*bytes, path));
   if (!safe_name(s.latest)) return data_loss("checkpoint index '" + path + "' names a bad latest file '" + s.latest + "'");
-  for (const st::JsonValue& v : all->items) {
-    if (v.kind != st::JsonValue::Kind::string || !safe_name(v.text))
-      return data_loss("checkpoint index '" + path + "' lists an entry that is not a file name");
-    s.all.push_back(v.text);
-  }
+  for (const std::string& name : s.all)
+    if (!safe_name(name)) return data_loss("checkpoint index '" + path + "' lists an entry that is not a file name");
   if (std::find(s.all.begin(), s.all.end(), s.latest) == s.all.end()) s.all.push_back(s.latest);
   return s;
 }
@@ -132,7 +115,8 @@ Status write_checkpoint(const std::string& dir, int64_t step, const std::vector<
     dropped.assign(state.all.begin(), cut);
     state.all.erase(state.all.begin(), cut);
   }
-  AF_RETURN_IF_ERROR(st::atomic_write_file(join(dir, kIndexName), encode_state(state)));
+  AF_ASSIGN_OR_RETURN(std::string index, st::encode_checkpoint_index(state));
+  AF_RETURN_IF_ERROR(st::atomic_write_file(join(dir, kIndexName), index));
   for (const std::string& d : dropped) {
     if (!safe_name(d) || d == name || d == kIndexName) continue;
     if (::unlink(join(dir, d).c_str()) != 0 && errno != ENOENT)
