@@ -1,25 +1,29 @@
-// CUDA: the build links it when nvcc exists; the GPU check runs only where a GPU is.
+// CUDA: the build links it when nvcc exists; the GPU check runs only where a GPU is, and
+// is reported as skipped elsewhere (AF_REQUIRE_GPU=1 makes a missing GPU a failure).
 #include <doctest/doctest.h>
 
 #include <actorflow/ops/cuda_info.h>
 
 #include <iostream>
 
+#include "interop/skip.h"
+
 namespace af = actorflow;
 
-TEST_CASE("GPU self-test (skipped without a GPU)") {
+TEST_CASE("a GPU index past the last device is refused, with or without CUDA") {
   int n = af::cuda_device_count();
-  CHECK(n >= 0);
-  if (!af::built_with_cuda()) {
-    CHECK(n == 0);
-    CHECK_FALSE(af::cuda_self_test(0).ok());
-    MESSAGE("built without CUDA: GPU checks skipped");
-    return;
-  }
-  if (n == 0) {
-    MESSAGE("no GPU on this machine: GPU checks skipped");
-    return;
-  }
+  REQUIRE(n >= 0);
+  if (!af::built_with_cuda()) CHECK(n == 0);
+  af::Status s = af::cuda_self_test(n);
+  CHECK_FALSE(s.ok());
+  CHECK_FALSE(s.message().empty());
+}
+
+TEST_CASE("needs a GPU: the CUDA self-test passes on every device") {
+  int n = af::cuda_device_count();
+  REQUIRE(n >= 0);
+  if (!af::built_with_cuda()) aft::skip("GPU tests skipped: built without CUDA", "AF_REQUIRE_GPU");
+  if (n == 0) aft::skip("GPU tests skipped: no device", "AF_REQUIRE_GPU");
   for (int i = 0; i < n; ++i) {
     std::cout << "GPU " << i << ": " << af::cuda_device_name(i) << "\n";
     af::Status s = af::cuda_self_test(i);

@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
+
+#include "interop/skip.h"
 
 namespace af = actorflow;
 namespace ad = actorflow::data;
@@ -98,7 +101,7 @@ TEST_CASE("CSV: header, label by name, categorical columns, bad lines") {
   REQUIRE_MESSAGE(d.ok(), d.status().to_string());
   CHECK(d->features.shape() == af::Shape{3, 2});
   CHECK(d->features.to_vector<float>() == std::vector<float>{1.5f, 0, 2, 1, -3, 0});
-  CHECK(d->labels.to_vector<float>() == std::vector<float>{0, 1, 1});
+  CHECK(d->labels.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});  // integer labels stay int64
   CHECK(d->vocabularies["color"] == std::vector<std::string>{"red", "blue"});
   write_file(tmp("bad.csv"), "x,y\n1,2\n3,oops\n4,5\n");
   ad::CsvOptions o2;
@@ -299,12 +302,10 @@ TEST_CASE("pipeline: records parsed by map; a corrupted record stops the iterato
   CHECK(err.message().find("offset") != std::string::npos);
 }
 
-TEST_CASE("Fashion-MNIST from Debian's dataset-fashion-mnist (skipped if absent)") {
+TEST_CASE("needs dataset-fashion-mnist: Fashion-MNIST from Debian's package") {
   std::string dir = "/usr/share/datasets/fashion-mnist/";
-  if (!fs::exists(dir + "t10k-labels-idx1-ubyte.gz")) {
-    MESSAGE("dataset-fashion-mnist not installed: skipped");
-    return;
-  }
+  if (!fs::exists(dir + "t10k-labels-idx1-ubyte.gz"))
+    aft::skip("Fashion-MNIST test skipped: dataset-fashion-mnist is not installed (" + dir + ")");
   auto images = ad::read_idx(dir + "t10k-images-idx3-ubyte.gz");
   auto labels = ad::read_idx(dir + "t10k-labels-idx1-ubyte.gz");
   REQUIRE(images.ok());
@@ -314,4 +315,46 @@ TEST_CASE("Fashion-MNIST from Debian's dataset-fashion-mnist (skipped if absent)
   int hist[10] = {};
   for (int64_t i = 0; i < 10000; ++i) hist[labels->data<uint8_t>()[i]]++;
   for (int k = 0; k < 10; ++k) CHECK(hist[k] == 1000);
+}
+
+// tests/data/examples.tfrecord was written by TensorFlow's tf.io.TFRecordWriter
+// (tests/data/make_golden.py): our reader checks TF's framing and CRCs, and our codec
+// decodes TF's serialization of tf.train.Example.
+TEST_CASE("golden TFRecord file written by TensorFlow: records and tf.train.Examples") {
+  auto r = ad::RecordReader::open(std::string(AF_TEST_DATA_DIR) + "/examples.tfrecord");
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  std::vector<ad::Example> examples;
+  std::string rec;
+  while (true) {
+    auto more = (*r)->next(&rec);
+    REQUIRE_MESSAGE(more.ok(), more.status().to_string());
+    if (!*more) break;
+    auto ex = ad::decode_example(rec);
+    REQUIRE_MESSAGE(ex.ok(), ex.status().to_string());
+    examples.push_back(std::move(*ex));
+  }
+  REQUIRE(examples.size() == 3);
+  using Kind = ad::Feature::Kind;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    CAPTURE(i);
+    auto& e = examples[i];
+    CHECK(e.size() == 4);
+    CHECK(e["id"].kind == Kind::ints);
+    CHECK(e["id"].ints == std::vector<int64_t>{static_cast<int64_t>(i)});
+    CHECK(e["ints"].kind == Kind::ints);
+    CHECK(e["floats"].kind == Kind::floats);
+    CHECK(e["name"].kind == Kind::bytes);
+  }
+  CHECK(examples[0]["ints"].ints == std::vector<int64_t>{-1, 0, 1, int64_t{1} << 40, std::numeric_limits<int64_t>::min()});
+  CHECK(examples[0]["floats"].floats == std::vector<float>{0.5f, -1.25f, 3.0e-5f, 1e30f});
+  CHECK(examples[0]["name"].bytes == std::vector<std::string>{"alpha"});
+  CHECK(examples[1]["ints"].ints.empty());
+  CHECK(examples[1]["floats"].floats == std::vector<float>{2.0f});
+  CHECK(examples[1]["name"].bytes ==
+        std::vector<std::string>{"", std::string("\0\xff" "binary", 8), "caf\xc3\xa9"});
+  CHECK(examples[2]["ints"].ints == std::vector<int64_t>(20, 7));
+  std::vector<float> quarters;
+  for (int i = 0; i < 12; ++i) quarters.push_back(static_cast<float>(i) / 4);
+  CHECK(examples[2]["floats"].floats == quarters);
+  CHECK(examples[2]["name"].bytes == std::vector<std::string>{"gamma"});
 }

@@ -20,6 +20,7 @@
 
 #include "../engine/src/io/safetensors.h"
 #include "interop/interop.h"
+#include "interop/skip.h"
 #include "test_util.h"
 
 namespace af = actorflow;
@@ -80,14 +81,14 @@ struct Model {
   af::Graph g;
   af::Output w, d, i32v, i64v, u8v, flags, empty, step;
   Model() {
-    w = af::variable(g, af::random_normal({2, 3}, 0, 1, 7), "dense/kernel");
-    d = af::variable(g, af::constant_init(0.5, {}, af::f64), "scale");
-    i32v = af::variable(g, af::zeros({4}, af::i32), "ids");
-    i64v = af::variable(g, af::ones({2, 2}, af::i64), "counts");
-    u8v = af::variable(g, af::zeros({5}, af::u8), "pixels");
-    flags = af::variable(g, af::zeros({3}, af::boolean), "flags");
-    empty = af::variable(g, af::zeros({0, 3}), "empty");
-    step = af::variable(g, af::zeros({}, af::i64), "global_step", /*trainable=*/false);
+    w = af::variable(g, af::random_normal(g, {2, 3}, 0, 1, 7), "dense/kernel");
+    d = af::variable(g, {}, af::constant_initializer(0.5, af::f64), "scale");
+    i32v = af::variable(g, af::zeros(g, {4}, af::i32), "ids");
+    i64v = af::variable(g, af::ones(g, {2, 2}, af::i64), "counts");
+    u8v = af::variable(g, af::zeros(g, {5}, af::u8), "pixels");
+    flags = af::variable(g, af::zeros(g, {3}, af::boolean), "flags");
+    empty = af::variable(g, af::zeros(g, {0, 3}), "empty");
+    step = af::variable(g, af::zeros(g, {}, af::i64), "global_step", /*trainable=*/false);
   }
 };
 
@@ -127,7 +128,7 @@ void check_values(af::Session& sess, Model& m, const Values& v) {
 std::string save_model(const std::string& dir, int64_t step, int max_to_keep = 5) {
   Model m;
   af::Saver saver(m.g, {}, max_to_keep);
-  af::Session sess(m.g);
+  auto sess = af::Session::create(m.g).value();
   REQUIRE(sess.run_init().ok());
   store(sess, m, Values{});
   std::string path;
@@ -162,7 +163,7 @@ TEST_CASE("Saver round-trips variables of every dtype and shape into a fresh ses
   SUBCASE("same graph shape, new session after run_init") {
     Model m;
     af::Saver saver(m.g);
-    af::Session sess(m.g);
+    auto sess = af::Session::create(m.g).value();
     REQUIRE(sess.run_init().ok());
     CHECK_FALSE(eval_var(sess, m.step).equals(v.step));
     auto s = saver.restore(sess, dir.str());
@@ -172,7 +173,7 @@ TEST_CASE("Saver round-trips variables of every dtype and shape into a fresh ses
   SUBCASE("restore initializes variables without run_init") {
     Model m;
     af::Saver saver(m.g);
-    af::Session sess(m.g);
+    auto sess = af::Session::create(m.g).value();
     auto s = saver.restore_file(sess, path);
     REQUIRE_MESSAGE(s.ok(), s.to_string());
     check_values(sess, m, v);
@@ -203,7 +204,7 @@ TEST_CASE("Saver: var_list subsets, training state across sessions, ignored extr
   Model m;
   af::Saver only_w(m.g, {m.w, m.step});
   CHECK(only_w.var_list().size() == 2);
-  af::Session sess(m.g);
+  auto sess = af::Session::create(m.g).value();
   REQUIRE(sess.run_init().ok());
   Values v;
   store(sess, m, v);
@@ -234,9 +235,9 @@ TEST_CASE("Saver's restore ops sit on their variable's device") {
   af::Output placed;
   {
     af::DeviceScope d(g, "/cpu:0");
-    placed = af::variable(g, af::constant_init(3, {2}), "placed");
+    placed = af::variable(g, {2}, af::constant_initializer(3), "placed");
   }
-  auto free = af::variable(g, af::constant_init(4, {2}), "free");
+  auto free = af::variable(g, {2}, af::constant_initializer(4), "free");
   af::Saver saver(g);
   int checked = 0;
   for (int id = 0; id < g.num_nodes(); ++id) {
@@ -246,7 +247,7 @@ TEST_CASE("Saver's restore ops sit on their variable's device") {
     ++checked;
   }
   CHECK(checked == 2);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   REQUIRE(saver.save(sess, dir.str(), 1).ok());
   set_var(sess, placed, af::Tensor::filled(af::f32, {2}, 0));
@@ -258,7 +259,7 @@ TEST_CASE("Saver's restore ops sit on their variable's device") {
 TEST_CASE("Saver keeps the last max_to_keep checkpoints, also across Saver instances") {
   TempDir dir;
   Model m;
-  af::Session sess(m.g);
+  auto sess = af::Session::create(m.g).value();
   REQUIRE(sess.run_init().ok());
   {
     af::Saver saver(m.g, {}, 3);
@@ -310,26 +311,26 @@ TEST_CASE("Saver construction and session errors") {
   CHECK_THROWS_WITH_AS(af::Saver(m.g, {sum}), doctest::Contains("not a variable"), af::Error);
   CHECK_THROWS_WITH_AS(af::Saver(m.g, {}, -1), doctest::Contains("max_to_keep"), af::Error);
   af::Graph sg;
-  af::variable(sg, af::tensor_init(af::Tensor::from_vector<std::string>({"a", "b"})), "names");
+  af::variable(sg, af::Tensor::from_vector<std::string>({"a", "b"}), "names");
   CHECK_THROWS_WITH_AS(af::Saver{sg}, doctest::Contains("'names' has dtype string"), af::Error);
 
   TempDir dir;
   af::Saver saver(m.g);
   Model other;
-  af::Session other_sess(other.g);
+  auto other_sess = af::Session::create(other.g).value();
   REQUIRE(other_sess.run_init().ok());
   auto s = saver.save(other_sess, dir.str(), 1);
   CHECK(s.code() == af::Code::invalid_argument);
   CHECK(contains(s.message(), "another graph"));
 
   // Saving uninitialized variables fails and names one; nothing is written.
-  af::Session fresh(m.g);
+  auto fresh = af::Session::create(m.g).value();
   s = saver.save(fresh, dir.str(), 1);
   CHECK_FALSE(s.ok());
   CHECK(contains(s.message(), "Saver::save"));
   CHECK(contains(s.message(), "initialized"));
   CHECK_FALSE(fs::exists(dir / "checkpoint"));
-  af::Session sess(m.g);
+  auto sess = af::Session::create(m.g).value();
   REQUIRE(sess.run_init().ok());
   CHECK(saver.save(sess, dir.str(), -5).code() == af::Code::invalid_argument);
 }
@@ -342,7 +343,7 @@ TEST_CASE("Saver::restore errors name the file and the variable, and change noth
 
   // The model that restores, with values that must survive a failed restore.
   Model m;
-  af::Session sess(m.g);
+  auto sess = af::Session::create(m.g).value();
   REQUIRE(sess.run_init().ok());
   set_var(sess, m.step, af::Tensor::scalar<int64_t>(-7));
   af::Saver saver(m.g);
@@ -375,9 +376,9 @@ TEST_CASE("Saver::restore errors name the file and the variable, and change noth
   }
   SUBCASE("a variable the checkpoint lacks") {
     Model bigger;
-    af::variable(bigger.g, af::zeros({2}), "dense/extra");
+    af::variable(bigger.g, af::zeros(bigger.g, {2}), "dense/extra");
     af::Saver s2(bigger.g);
-    af::Session sess2(bigger.g);
+    auto sess2 = af::Session::create(bigger.g).value();
     auto s = s2.restore(sess2, dir.str());
     CHECK(s.code() == af::Code::not_found);
     CHECK(contains(s.message(), "'dense/extra'"));
@@ -385,9 +386,9 @@ TEST_CASE("Saver::restore errors name the file and the variable, and change noth
   }
   SUBCASE("shape mismatch") {
     af::Graph g;
-    af::variable(g, af::zeros({3, 2}), "dense/kernel");
+    af::variable(g, af::zeros(g, {3, 2}), "dense/kernel");
     af::Saver s2(g);
-    af::Session sess2(g);
+    auto sess2 = af::Session::create(g).value();
     auto s = s2.restore(sess2, dir.str());
     CHECK(s.code() == af::Code::invalid_argument);
     CHECK(contains(s.message(), "'dense/kernel'"));
@@ -397,9 +398,9 @@ TEST_CASE("Saver::restore errors name the file and the variable, and change noth
   }
   SUBCASE("dtype mismatch") {
     af::Graph g;
-    af::variable(g, af::zeros({2, 3}, af::f64), "dense/kernel");
+    af::variable(g, af::zeros(g, {2, 3}, af::f64), "dense/kernel");
     af::Saver s2(g);
-    af::Session sess2(g);
+    auto sess2 = af::Session::create(g).value();
     auto s = s2.restore(sess2, dir.str());
     CHECK(s.code() == af::Code::invalid_argument);
     CHECK(contains(s.message(), "'dense/kernel' is float64"));
@@ -603,9 +604,9 @@ TEST_CASE("a save killed at any moment leaves a complete checkpoint to restore")
   TempDir dir;
   const int64_t kA = int64_t{1} << 20, kB = int64_t{1} << 19;
   af::Graph g;
-  auto a = af::variable(g, af::zeros({kA}), "big/a");
-  auto b = af::variable(g, af::zeros({kB}, af::f64), "big/b");
-  auto gs = af::variable(g, af::zeros({}, af::i64), "global_step", false);
+  auto a = af::variable(g, af::zeros(g, {kA}), "big/a");
+  auto b = af::variable(g, af::zeros(g, {kB}, af::f64), "big/b");
+  auto gs = af::variable(g, af::zeros(g, {}, af::i64), "global_step", false);
   af::Saver saver(g, {}, 3);
   std::vector<af::NamedTensor> tensors = {
       {"big/a", af::Tensor(af::f32, {kA})}, {"big/b", af::Tensor(af::f64, {kB})}, {"global_step", af::Tensor(af::i64, {})}};
@@ -656,7 +657,7 @@ TEST_CASE("a save killed at any moment leaves a complete checkpoint to restore")
     // The latest checkpoint restores, and it is one whole save: every value is its step.
     auto latest = af::latest_checkpoint(dir.str());
     REQUIRE_MESSAGE(latest.ok(), latest.status().to_string());
-    af::Session sess(g);
+    auto sess = af::Session::create(g).value();
     auto s = saver.restore(sess, dir.str());
     REQUIRE_MESSAGE(s.ok(), s.to_string());
     const int64_t step = eval_var(sess, gs).item<int64_t>();
@@ -679,13 +680,10 @@ TEST_CASE("a save killed at any moment leaves a complete checkpoint to restore")
   MESSAGE("kill test: one save took ~" << save_ms << " ms; " << kills_mid_save << " of 6 kills left a partial temp file");
 }
 
-TEST_CASE("interop: Python's safetensors reads our checkpoints, and we restore its files") {
+TEST_CASE("needs safetensors: Python's safetensors reads our checkpoints and we restore its files") {
   std::string why;
-  std::string python = interop::python_with({"numpy=numpy", "safetensors=safetensors"}, &why);
-  if (python.empty()) {
-    MESSAGE("skipped: " << why);
-    return;
-  }
+  std::string python = interop::python_with({"numpy", "safetensors"}, &why);
+  if (python.empty()) aft::skip("safetensors interop skipped: " + why);
   TempDir dir;
   const std::string path = save_model(dir.str(), 11);
   Values v;
@@ -722,15 +720,15 @@ TEST_CASE("interop: Python's safetensors reads our checkpoints, and we restore i
   rc = interop::run_script(python, "write_safetensors.py", {py_path}, &out);
   REQUIRE_MESSAGE(rc == 0, out);
   af::Graph g;
-  auto k = af::variable(g, af::zeros({2, 3}), "dense/kernel");
-  auto bias = af::variable(g, af::zeros({3}, af::f64), "dense/bias");
-  auto counts = af::variable(g, af::zeros({2, 2}, af::i64), "counts");
-  auto ids = af::variable(g, af::zeros({4}, af::i32), "ids");
-  auto pixels = af::variable(g, af::zeros({3}, af::u8), "pixels");
-  auto mask = af::variable(g, af::zeros({3}, af::boolean), "mask");
-  auto gstep = af::variable(g, af::zeros({}, af::i64), "global_step", false);
+  auto k = af::variable(g, af::zeros(g, {2, 3}), "dense/kernel");
+  auto bias = af::variable(g, af::zeros(g, {3}, af::f64), "dense/bias");
+  auto counts = af::variable(g, af::zeros(g, {2, 2}, af::i64), "counts");
+  auto ids = af::variable(g, af::zeros(g, {4}, af::i32), "ids");
+  auto pixels = af::variable(g, af::zeros(g, {3}, af::u8), "pixels");
+  auto mask = af::variable(g, af::zeros(g, {3}, af::boolean), "mask");
+  auto gstep = af::variable(g, af::zeros(g, {}, af::i64), "global_step", false);
   af::Saver saver(g);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   auto s = saver.restore_file(sess, py_path);
   REQUIRE_MESSAGE(s.ok(), s.to_string());
   CHECK(eval_var(sess, k).to_vector<float>() == std::vector<float>{0, 0.5f, 1, 1.5f, 2, 2.5f});

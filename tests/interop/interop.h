@@ -1,7 +1,8 @@
 // Running the real Python readers from a C++ test: a venv cached in the build folder
-// (<build>/interop-venv, made by ensure_venv.sh on first use) and a way to run a script
-// and capture its output. When the venv cannot be made (no python3, no package index),
-// tests skip with a doctest MESSAGE saying why.
+// (<build>/interop-venv, made by ensure_venv.sh on first use from the pinned
+// requirements.txt) and a way to run a script and capture its output. When the venv
+// cannot be made (no python3, no package index), the test skips through aft::skip
+// (tests/interop/skip.h), which fails it instead under AF_REQUIRE_INTEROP=1.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -50,8 +51,8 @@ inline int run(const std::string& cmd, std::string* output) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-// The venv's python with `modules` ("import_name=pip_name") importable, or "" with
-// `why` set when it cannot be had.
+// The venv's python with `modules` (import names; the packages are the pinned
+// requirements.txt) importable, or "" with `why` set when it cannot be had.
 inline std::string python_with(const std::vector<std::string>& modules, std::string* why) {
   const char* override_dir = std::getenv("AF_INTEROP_VENV");
   fs::path venv = override_dir ? fs::path(override_dir) : build_root() / "interop-venv";
