@@ -3,7 +3,11 @@
 
 #include <actorflow/actorflow.h>
 #include <actorflow/allocator.h>
+#include <actorflow/op_registry.h>
+#include <actorflow/runtime/actor_count.h>
+#include <actorflow/tensor_codec.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +18,12 @@
 #include "test_util.h"
 
 namespace af = actorflow;
+
+// Registered here only, with no kernel anywhere: a session must refuse a graph using it.
+AF_REGISTER_OP("TestOpWithoutKernel").inputs(1).shape_fn([](af::ShapeContext& c) {
+  c.set_output(0, c.input_dtype(0), c.input_shape(0));
+  return af::Status::OK();
+});
 
 namespace {
 
@@ -33,7 +43,7 @@ TEST_CASE("diamond graph") {
   auto b = x * 2.0;
   auto c = x + 3.0;
   auto d = b * c;
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   auto out = sess.run({d, b}, {{x, vec({1, 2})}});
   REQUIRE(out.ok());
   CHECK((*out)[0].to_vector<float>() == std::vector<float>{8, 20});
@@ -46,7 +56,7 @@ TEST_CASE("wide graph: 200 branches joined by add_n") {
   std::vector<af::Output> branches;
   for (int i = 0; i < 200; ++i) branches.push_back(x * static_cast<double>(i));
   auto total = af::add_n(branches);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   auto out = sess.run({total}, {{x, vec({1, 2})}});
   REQUIRE(out.ok());
   float s = 199 * 200 / 2;
@@ -59,7 +69,7 @@ TEST_CASE("a 1,000-node chain, run for several steps") {
   auto one = af::constant(g, 1.0f, "one");
   af::Output y = x;
   for (int i = 0; i < 1000; ++i) y = y + one;
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   for (int step = 0; step < 5; ++step) {
     auto out = sess.run({y}, {{x, af::Tensor::scalar(static_cast<float>(step))}});
     REQUIRE(out.ok());
@@ -74,8 +84,8 @@ TEST_CASE("8 concurrent steps from 8 threads, with edge capacity 1") {
   for (int i = 0; i < 50; ++i) y = (y + x) * 0.5;  // converges towards x
   af::SessionOptions opts;
   opts.edge_capacity = 1;
-  af::Session sess(g, opts);
-  af::Session ref(g, sequential());
+  auto sess = af::Session::create(g, opts).value();
+  auto ref = af::Session::create(g, sequential()).value();
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -93,9 +103,9 @@ TEST_CASE("8 concurrent steps from 8 threads, with edge capacity 1") {
 
 TEST_CASE("variables keep their values across runs; init through run_init") {
   af::Graph g;
-  auto v = af::variable(g, af::zeros({2}), "v");
+  auto v = af::variable(g, af::zeros(g, {2}), "v");
   auto inc = af::assign_add(v, af::constant(g, std::vector<float>{1, 2}, af::Shape{2}));
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   for (int i = 0; i < 10; ++i) REQUIRE(sess.run({}, {}, {af::Operation(inc)}).ok());
   auto out = sess.run({v});
@@ -110,7 +120,7 @@ TEST_CASE("errors fail the step, name the node, and leave the session usable") {
   auto q = af::div(x, d, "quotient");
   auto r = q + x;  // downstream of the failing node
   auto other = x * x;  // a branch that does not fail
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   auto ok = af::Tensor::from_vector<int32_t>({6, 8});
   auto two = af::Tensor::from_vector<int32_t>({2, 2});
   auto zero = af::Tensor::from_vector<int32_t>({2, 0});
@@ -149,13 +159,22 @@ TEST_CASE("unknown op or missing kernel fails at session creation") {
   n.op = "NoSuchOp";
   auto added = g.add_node_raw(n);
   CHECK_FALSE(added.ok());  // unknown ops cannot even enter a graph
-  auto x = af::constant(g, 1.0f);
-  (void)x;
+
+  // A registered op with no CPU kernel enters the graph but no session.
+  auto x = af::constant(g, 1.0f, "x");
+  af::NodeSpec spec;
+  spec.op = "TestOpWithoutKernel";
+  spec.name = "kernelless";
+  spec.inputs = {x};
+  auto op = g.add_node(spec);
+  REQUIRE_MESSAGE(op.ok(), op.status().to_string());
   auto s = af::Session::create(g);
-  CHECK(s.ok());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().code() == af::Code::not_found);
+  CHECK(s.status().message() == "node 'kernelless': no CPU kernel for op 'TestOpWithoutKernel'");
 }
 
-TEST_CASE("encoded edges give identical results") {
+TEST_CASE("encoded edges give identical results, and every edge between actors goes through the codec") {
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {-1, 3}, "x");
   auto w = af::constant(g, std::vector<float>{1, -2, 3}, af::Shape{3});
@@ -164,21 +183,98 @@ TEST_CASE("encoded edges give identical results") {
   af::Tensor in = af::Tensor::from_vector<float>({1, 2, 3, -4, 5, -6}, {2, 3});
   af::SessionOptions enc;
   enc.encode_all_edges = true;
-  af::Session plain(g), encoded(g, enc);
-  auto a = plain.run({z, y}, {{x, in}});
-  auto b = encoded.run({z, y}, {{x, in}});
-  REQUIRE(a.ok());
-  REQUIRE(b.ok());
-  CHECK((*a)[0].equals((*b)[0]));
-  CHECK((*a)[1].equals((*b)[1]));
+  auto plain = af::Session::create(g).value();
+  auto encoded = af::Session::create(g, enc).value();
+
+  // Feeds go straight from the executor to their consumers and the constant w is bound
+  // into its consumers, so the edges between actors are Mul->Maximum, Add->Maximum,
+  // Maximum->Sub and Sub->AddN twice: 5 messages a step.
+  const int64_t kEdges = 5, kSteps = 3;
+  af::CodecCounts before = af::codec_counts();
+  for (int i = 0; i < kSteps; ++i) REQUIRE(plain.run({z, y}, {{x, in}}).ok());
+  af::CodecCounts mid = af::codec_counts();
+  CHECK(mid.encodes == before.encodes);
+  CHECK(mid.decodes == before.decodes);
+  for (int i = 0; i < kSteps; ++i) {
+    auto a = plain.run({z, y}, {{x, in}});
+    auto b = encoded.run({z, y}, {{x, in}});
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK((*a)[0].equals((*b)[0]));
+    CHECK((*a)[1].equals((*b)[1]));
+  }
+  af::CodecCounts after = af::codec_counts();
+  CHECK(after.encodes - mid.encodes == kEdges * kSteps);
+  CHECK(after.decodes - mid.decodes == kEdges * kSteps);
+
+  // Only the edges touching a named node: Maximum->Sub and Sub->AddN twice.
+  af::SessionOptions some;
+  some.encode_edges_of = {y.node().name};
+  auto partly = af::Session::create(g, some).value();
+  before = af::codec_counts();
+  auto c = partly.run({z}, {{x, in}});
+  REQUIRE(c.ok());
+  after = af::codec_counts();
+  CHECK(after.encodes - before.encodes == 3);
+  CHECK(after.decodes - before.decodes == 3);
+
   // An error crosses an encoded edge too.
   af::Graph g2;
   auto p = af::placeholder(g2, af::i32, {}, "p");
   auto q = af::div(p, p, "q") + p;
-  af::Session enc2(g2, enc);
+  auto enc2 = af::Session::create(g2, enc).value();
+  before = af::codec_counts();
   auto bad = enc2.run({q}, {{p, af::Tensor::scalar(int32_t{0})}});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("'q'") != std::string::npos);
+  after = af::codec_counts();
+  CHECK(after.encodes - before.encodes == 1);
+  CHECK(after.decodes - before.decodes == 1);
+}
+
+TEST_CASE("one actor per node that is not bound as a constant") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1, 3}, "x");
+  auto w = af::constant(g, std::vector<float>{1, -2, 3}, af::Shape{3}, "w");
+  auto b = af::constant(g, 0.5f, "b");
+  auto y = af::relu(x * w + b);           // Mul, Add, Relu; w and b are bound
+  auto total = af::reduce_sum(y);          // Sum (its axes constant is bound too)
+  auto v = af::variable(g, af::zeros(g, {3}), "v");
+  auto read = af::identity(v + y, "read");  // VariableV2, Add, Identity
+  af::Tensor in = af::Tensor::from_vector<float>({1, 2, 3, -4, 5, -6}, {2, 3});
+
+  // Counts the plan's nodes the way the runtime must: all but constants that only feed
+  // other nodes (a fetched constant is a source and gets an actor).
+  auto expected = [&](const std::vector<af::Output>& fetches) {
+    std::vector<int> targets;
+    for (auto& f : fetches) targets.push_back(f.node_id());
+    int n = 0;
+    auto consumers = g.consumers();
+    for (int id : g.prune(targets)) {
+      if (id == x.node_id()) continue;  // fed: cut from the plan
+      bool fetched = std::find(targets.begin(), targets.end(), id) != targets.end();
+      if (g.node(id).op == "Const" && !fetched) continue;
+      ++n;
+    }
+    return n;
+  };
+
+  auto sess = af::Session::create(g).value();
+  REQUIRE(sess.run_init().ok());
+  int64_t before = af::runtime::node_actors_spawned();
+  REQUIRE(sess.run({total}, {{x, in}}).ok());
+  int64_t after = af::runtime::node_actors_spawned();
+  CHECK(expected({total}) == 4);
+  CHECK(after - before == 4);
+  // The same plan again spawns nothing.
+  REQUIRE(sess.run({total}, {{x, in}}).ok());
+  CHECK(af::runtime::node_actors_spawned() == after);
+  // A plan fetching a constant gives it an actor.
+  before = af::runtime::node_actors_spawned();
+  REQUIRE(sess.run({read, w}, {{x, in}}).ok());
+  after = af::runtime::node_actors_spawned();
+  CHECK(after - before == expected({read, w}));
+  CHECK(expected({read, w}) == 7);
 }
 
 TEST_CASE("independent heavy branches overlap in time (trace)") {
@@ -198,7 +294,7 @@ TEST_CASE("independent heavy branches overlap in time (trace)") {
   opts.trace_path = path;
   opts.intra_op_threads = 1;
   {
-    af::Session sess(g, opts);
+    auto sess = af::Session::create(g, opts).value();
     af::Tensor in = af::Tensor::filled(af::f32, {1 << 20}, 1.0);
     for (int i = 0; i < 5; ++i) REQUIRE(sess.run({a, b}, {{x, in}}).ok());
     REQUIRE(sess.close().ok());
@@ -238,7 +334,7 @@ TEST_CASE("independent heavy branches overlap in time (trace)") {
 TEST_CASE("close: later runs fail, destructor does not hang") {
   af::Graph g;
   auto x = af::constant(g, 2.0f) * af::constant(g, 3.0f);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run({x}).ok());
   REQUIRE(sess.close().ok());
   CHECK_FALSE(sess.run({x}).ok());
@@ -289,8 +385,8 @@ TEST_CASE("property: 200 random DAGs with concurrent steps equal the sequential 
     build_random_dag(rg, rng);
     af::SessionOptions opts;
     opts.edge_capacity = 1 + static_cast<int>(rng() % 3);
-    af::Session sess(rg.g, opts);
-    af::Session ref(rg.g, sequential());
+    auto sess = af::Session::create(rg.g, opts).value();
+    auto ref = af::Session::create(rg.g, sequential()).value();
     std::vector<af::Fetch> fetches(rg.fetches.begin(), rg.fetches.end());
     constexpr int kThreads = 4, kSteps = 6;
     std::vector<std::vector<af::Tensor>> inputs(kThreads * kSteps);
@@ -328,15 +424,15 @@ TEST_CASE("property: 200 random DAGs with concurrent steps equal the sequential 
 
 TEST_CASE("a random op continues its stream whatever else is fetched") {
   af::Graph g;
-  auto u = af::random_uniform_op(g, {4}, 0, 1, 5);
+  auto u = af::random_uniform(g, {4}, 0, 1, 5);
   auto v = u * 2.0;
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   auto a = sess.run({u, v});
   auto b = sess.run({u});
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK_FALSE((*a)[0].equals((*b)[0]));
-  af::Session fresh(g);
+  auto fresh = af::Session::create(g).value();
   auto c = fresh.run({u});
   auto d = fresh.run({u, v});
   REQUIRE(c.ok());

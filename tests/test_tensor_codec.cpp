@@ -89,8 +89,16 @@ TEST_CASE("crc32c: known vectors, both implementations, extend and mask") {
     CHECK(af::crc32c_unmask(af::crc32c_mask(v)) == v);
     CHECK(af::crc32c_mask(v) != v);
   }
-  // TFRecord's masking of crc32c("123456789").
-  CHECK(af::crc32c_mask(0xE3069283u) == (((0xE3069283u >> 15) | (0xE3069283u << 17)) + 0xa282ead8u));
+  // TFRecord's mask, ((crc >> 15) | (crc << 17)) + 0xa282ead8, worked out by hand (not
+  // by the formula again) for a few CRCs, wrapping past 2^32 in the last.
+  CHECK(af::crc32c_mask(0u) == 0xa282ead8u);
+  CHECK(af::crc32c_mask(0xE3069283u) == 0xc78ab0e5u);
+  CHECK(af::crc32c_mask(0x8A9136AAu) == 0x0fd7fffau);
+  CHECK(af::crc32c_mask(0xffffffffu) == 0xa282ead7u);
+  // What TensorFlow's TFRecordWriter wrote (tests/data/examples.tfrecord): the first
+  // record's length, 108, as 8 little-endian bytes, and the masked CRC that follows it.
+  const std::string length{'\x6c', 0, 0, 0, 0, 0, 0, 0};
+  CHECK(af::crc32c_mask(af::crc32c(length)) == 0xd7b0daf5u);
 }
 
 TEST_CASE("tensor codec: every dtype round-trips, scalars and empty tensors too") {
