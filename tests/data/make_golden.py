@@ -3,7 +3,7 @@ that our record reader, Example codec and event-file reader read what TensorFlow
 (not only what our own writers write). Run once, then commit the outputs:
 
     python3 -m venv build/.venv-golden
-    build/.venv-golden/bin/pip install tensorflow-cpu==2.21.0
+    build/.venv-golden/bin/pip install tensorflow-cpu==2.21.0 tensorboard==2.21.0
     build/.venv-golden/bin/python tests/data/make_golden.py tests/data
 
 Outputs (the tests assert every value listed here):
