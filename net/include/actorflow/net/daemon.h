@@ -1,0 +1,69 @@
+// The node daemon (`actorflow-node`), as a library: it listens, authenticates every
+// connection with the cluster token, and runs the graphs clients register in local
+// sessions. A client is `Session::create(g, "af://host:port")`.
+//
+//   auto d = af::net::NodeDaemon::start({.host = "127.0.0.1", .port = 0, .token = "s3cret"});
+//   if (!d.ok()) ...;           // e.g. no token and not insecure
+//   std::cout << (*d)->port();  // the port the OS chose
+//   (*d)->stop();               // drains steps in flight, closes connections
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actorflow/status.h"
+
+namespace actorflow::net {
+
+struct DaemonOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: the OS picks one; see port()
+  // Names this daemon in log lines and errors.
+  std::string task = "/job:worker/task:0";
+  // The cluster token. Empty: read --token_file (token_file), then ACTORFLOW_TOKEN, then
+  // ACTORFLOW_TOKEN_FILE; with none, start() fails saying how to set one.
+  std::string token;
+  std::string token_file;
+  // No token needed: listens on loopback only (for tests on one machine).
+  bool insecure = false;
+  // The largest frame accepted after authentication (--max_message_bytes).
+  uint64_t max_message_bytes = uint64_t{2} << 30;
+  // Threads running steps; steps beyond this wait in a queue.
+  int worker_threads = 8;
+  int heartbeat_ms = 1000;
+  int idle_timeout_ms = 15000;
+  // stop() waits this long for steps in flight before closing connections.
+  int drain_timeout_ms = 30000;
+  // One line per event; default: stderr with the task as prefix.
+  std::function<void(const std::string&)> log;
+};
+
+class NodeDaemon {
+ public:
+  static Result<std::unique_ptr<NodeDaemon>> start(DaemonOptions options);
+  ~NodeDaemon();  // stop() and join()
+  NodeDaemon(const NodeDaemon&) = delete;
+  NodeDaemon& operator=(const NodeDaemon&) = delete;
+
+  uint16_t port() const;
+  // "host:port" as bound.
+  std::string address() const;
+  const std::string& task() const;
+  // Random per start: a client that sees it change knows its graphs are gone.
+  uint64_t incarnation() const;
+  // Stops accepting, lets steps in flight finish (up to drain_timeout_ms), closes every
+  // connection. Idempotent; any thread but the daemon's own.
+  void stop();
+  // Returns once stop() has finished.
+  void join();
+  // Graphs currently registered (for tests and logs).
+  size_t num_graphs() const;
+
+ private:
+  struct Impl;
+  explicit NodeDaemon(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace actorflow::net

@@ -1,0 +1,175 @@
+// The socket side of a daemon connection (connection.h).
+#include "connection.h"
+
+#include <algorithm>
+
+namespace actorflow::net {
+namespace {
+
+constexpr size_t kReadChunk = 256 * 1024;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::shared_ptr<Connection> Connection::create(asio::ip::tcp::socket socket, Handshake handshake,
+                                               ConnectionOptions options, std::string label) {
+  return std::shared_ptr<Connection>(new Connection(std::move(socket), std::move(handshake), options, std::move(label)));
+}
+
+Connection::Connection(asio::ip::tcp::socket socket, Handshake handshake, ConnectionOptions options, std::string label)
+    : socket_(std::move(socket)), handshake_(std::move(handshake)), options_(options), label_(std::move(label)),
+      reader_(kMaxPreAuthFrameBytes), handshake_timer_(socket_.get_executor()),
+      heartbeat_timer_(socket_.get_executor()) {}
+
+Connection::~Connection() = default;
+
+void Connection::start(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+    std::error_code ec;
+    self->socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+    self->last_rx_ = std::chrono::steady_clock::now();
+    self->handshake_timer_.expires_after(std::chrono::milliseconds(self->options_.handshake_timeout_ms));
+    self->handshake_timer_.async_wait([w = std::weak_ptr<Connection>(self)](std::error_code ec) {
+      auto c = w.lock();
+      if (!ec && c && !c->handshake_.done())
+        c->do_close(deadline_exceeded("the handshake did not finish within " +
+                                      std::to_string(c->options_.handshake_timeout_ms) + " ms"));
+    });
+    self->queue_write(encode_message(self->handshake_.hello()));
+    self->read_more();
+  });
+}
+
+void Connection::send(Message m) {
+  // Encoding happens on the caller's thread: a large tensor does not hold the io thread.
+  auto bytes = std::make_shared<std::string>(encode_message(m));
+  asio::post(socket_.get_executor(), [self = shared_from_this(), bytes] {
+    if (!self->closed_) self->queue_write(std::move(*bytes));
+  });
+}
+
+void Connection::close(Status why) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), why] { self->do_close(why); });
+}
+
+void Connection::close_after_writes(Status why, int grace_ms) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), why, grace_ms] {
+    if (self->closed_) return;
+    if (self->writes_.empty()) return self->do_close(why);
+    self->closing_ = true;
+    self->closing_why_ = why;
+    self->handshake_timer_.cancel();
+    self->handshake_timer_.expires_after(std::chrono::milliseconds(grace_ms));
+    self->handshake_timer_.async_wait([w = std::weak_ptr<Connection>(self)](std::error_code ec) {
+      if (auto c = w.lock(); c && !ec) c->do_close(c->closing_why_);
+    });
+  });
+}
+
+void Connection::do_close(Status why) {
+  if (closed_) return;
+  closed_ = true;
+  handshake_timer_.cancel();
+  heartbeat_timer_.cancel();
+  std::error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  writes_.clear();
+  if (handlers_.on_closed) handlers_.on_closed(why);
+}
+
+void Connection::read_more() {
+  if (closed_) return;
+  // Before authentication, exactly what the reader still wants; after, big reads.
+  size_t want = handshake_.done() ? kReadChunk : std::min(reader_.wanted(), kMaxPreAuthFrameBytes);
+  if (buffer_.size() < want) buffer_.resize(handshake_.done() ? kReadChunk : kMaxPreAuthFrameBytes);
+  socket_.async_read_some(asio::buffer(buffer_.data(), want), [self = shared_from_this()](std::error_code ec, size_t n) {
+    if (self->closed_) return;
+    if (ec) {
+      self->do_close(Status(Code::unavailable, ec == asio::error::eof ? std::string("the peer closed the connection")
+                                                                      : "connection lost: " + ec.message()));
+      return;
+    }
+    self->last_rx_ = std::chrono::steady_clock::now();
+    self->on_bytes(n);
+    self->read_more();
+  });
+}
+
+void Connection::on_bytes(size_t n) {
+  size_t pos = 0;
+  while (pos < n && !closed_) {
+    std::optional<RawFrame> frame;
+    auto used = reader_.consume(buffer_.data() + pos, n - pos, &frame);
+    if (!used.ok()) return do_close(used.status());
+    pos += *used;
+    if (frame) {
+      Status s = on_frame(std::move(*frame));
+      if (!s.ok()) return do_close(s);
+    }
+  }
+}
+
+Status Connection::on_frame(RawFrame&& frame) {
+  if (!handshake_.done()) {
+    AF_ASSIGN_OR_RETURN(Message m, decode_message(frame, kMaxPreAuthFrameBytes));
+    AF_ASSIGN_OR_RETURN(std::vector<Message> replies, handshake_.on_message(m));
+    for (auto& r : replies) queue_write(encode_message(r));
+    if (handshake_.done()) {
+      handshake_timer_.cancel();
+      reader_.set_max_body_bytes(options_.max_message_bytes);
+      arm_heartbeat();
+      if (handlers_.on_ready) handlers_.on_ready(handshake_.peer());
+    }
+    return Status::OK();
+  }
+  AF_ASSIGN_OR_RETURN(Message m, decode_message(frame, options_.max_message_bytes + kFrameHeaderBytes));
+  if (std::holds_alternative<HeartbeatMsg>(m)) return Status::OK();
+  if (std::holds_alternative<HelloMsg>(m) || std::holds_alternative<AuthProofMsg>(m) ||
+      std::holds_alternative<WelcomeMsg>(m))
+    return data_loss(std::string(message_name(m)) + " frame after the handshake");
+  if (handlers_.on_message) handlers_.on_message(std::move(m));
+  return Status::OK();
+}
+
+void Connection::queue_write(std::string bytes) {
+  writes_.push_back(std::move(bytes));
+  if (!writing_) write_next();
+}
+
+void Connection::write_next() {
+  if (closed_ || writes_.empty()) {
+    writing_ = false;
+    if (closing_ && !closed_) do_close(closing_why_);
+    return;
+  }
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(writes_.front()), [self = shared_from_this()](std::error_code ec, size_t) {
+    if (self->closed_) return;
+    if (ec) return self->do_close(Status(Code::unavailable, "connection lost while writing: " + ec.message()));
+    self->writes_.pop_front();
+    self->write_next();
+  });
+}
+
+void Connection::arm_heartbeat() {
+  heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
+  heartbeat_timer_.async_wait([w = std::weak_ptr<Connection>(shared_from_this())](std::error_code ec) {
+    auto self = w.lock();
+    if (ec || !self || self->closed_) return;
+    auto silent = std::chrono::steady_clock::now() - self->last_rx_;
+    if (silent > std::chrono::milliseconds(self->options_.idle_timeout_ms))
+      return self->do_close(Status(Code::unavailable, "the peer sent nothing for " +
+                                                          std::to_string(self->options_.idle_timeout_ms) +
+                                                          " ms (no heartbeat): taken as dead"));
+    // Only when idle on our side: a long write already shows we are alive.
+    if (self->writes_.empty()) self->queue_write(encode_message(HeartbeatMsg{now_ms()}));
+    self->arm_heartbeat();
+  });
+}
+
+}  // namespace actorflow::net

@@ -1,0 +1,91 @@
+// One authenticated daemon connection over an Asio TCP socket, used by both ends: the
+// handshake first (handshake.h), then frames in both directions, heartbeats both ways, a
+// queue of gathered writes, and one close() that runs once and says why.
+//
+// Threading: every member runs on the socket's executor (one io thread per io_context
+// here, so no strand is needed); send() and close() may be called from any thread and
+// post themselves there. Handlers are called on that thread and must not block.
+//
+// Before authentication the connection reads exactly the bytes the frame reader still
+// wants (a Hello is ~200 bytes) with the 4 KiB pre-auth frame limit, so an
+// unauthenticated peer can make it hold almost nothing.
+#pragma once
+#include <asio.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "frame.h"
+#include "frame_messages.h"
+#include "handshake.h"
+
+namespace actorflow::net {
+
+struct ConnectionOptions {
+  // Frames after the handshake may be this large (--max_message_bytes).
+  uint64_t max_message_bytes = kDefaultMaxMessageBytes;
+  // A Heartbeat is sent this often; a peer silent for idle_timeout_ms is taken as dead.
+  int heartbeat_ms = 1000;
+  int idle_timeout_ms = 10000;
+  // The handshake must finish within this.
+  int handshake_timeout_ms = 5000;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  struct Handlers {
+    std::function<void(const Identity& peer)> on_ready;  // authenticated
+    std::function<void(Message&& m)> on_message;         // every frame after that, but heartbeats
+    std::function<void(const Status& why)> on_closed;    // exactly once
+  };
+
+  // `label` names the peer in messages ("127.0.0.1:40312").
+  static std::shared_ptr<Connection> create(asio::ip::tcp::socket socket, Handshake handshake, ConnectionOptions options,
+                                            std::string label);
+  ~Connection();
+
+  // Sends our Hello and starts reading. Call once.
+  void start(Handlers handlers);
+  // Queues a message (dropped once closed).
+  void send(Message m);
+  // Closes the socket and reports `why` to on_closed, once.
+  void close(Status why);
+  // The same once every queued frame has been written (a draining daemon's last
+  // StepDone frames), or after `grace_ms` at most.
+  void close_after_writes(Status why, int grace_ms);
+
+  const std::string& label() const { return label_; }
+  const Identity& peer() const { return handshake_.peer(); }
+  uint64_t peer_max_message_bytes() const { return handshake_.peer_max_message_bytes(); }
+
+ private:
+  Connection(asio::ip::tcp::socket socket, Handshake handshake, ConnectionOptions options, std::string label);
+  void do_close(Status why);
+  void read_more();
+  void on_bytes(size_t n);
+  Status on_frame(RawFrame&& frame);
+  void queue_write(std::string bytes);
+  void write_next();
+  void arm_heartbeat();
+
+  asio::ip::tcp::socket socket_;
+  Handshake handshake_;
+  ConnectionOptions options_;
+  std::string label_;
+  Handlers handlers_;
+  FrameReader reader_;
+  std::vector<char> buffer_;
+  std::deque<std::string> writes_;
+  bool writing_ = false;
+  bool closed_ = false;
+  bool closing_ = false;
+  Status closing_why_;
+  asio::steady_timer handshake_timer_;
+  asio::steady_timer heartbeat_timer_;
+  std::chrono::steady_clock::time_point last_rx_;
+};
+
+}  // namespace actorflow::net

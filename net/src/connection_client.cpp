@@ -1,0 +1,169 @@
+// The client end of a daemon connection (connection_client.h).
+#include "connection_client.h"
+
+namespace actorflow::net {
+namespace {
+
+int64_t ms_until(DaemonClient::Clock::time_point t) {
+  if (t == DaemonClient::kNoDeadline) return -1;
+  return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(t - DaemonClient::Clock::now()).count());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& host, uint16_t port,
+                                                            const std::string& token, const std::string& label,
+                                                            Clock::time_point deadline, ConnectionOptions options) {
+  std::unique_ptr<DaemonClient> c(new DaemonClient(label));
+  auto nonce = random_nonce();
+  if (!nonce.ok()) return nonce.status();
+  // A connection attempt (resolve, TCP connect, handshake) runs on the io thread; this
+  // thread waits for its outcome by the deadline.
+  asio::ip::tcp::resolver resolver(c->io_);
+  asio::ip::tcp::socket socket(c->io_);
+  std::optional<std::error_code> connected;
+  asio::ip::tcp::endpoint peer;
+  resolver.async_resolve(host, std::to_string(port), [&](std::error_code ec, asio::ip::tcp::resolver::results_type r) {
+    if (ec) {
+      std::lock_guard<std::mutex> lock(c->mu_);
+      connected = ec;
+      c->cv_.notify_all();
+      return;
+    }
+    asio::async_connect(socket, r, [&](std::error_code ec, const asio::ip::tcp::endpoint& ep) {
+      std::lock_guard<std::mutex> lock(c->mu_);
+      connected = ec;
+      peer = ep;
+      c->cv_.notify_all();
+    });
+  });
+  c->io_thread_ = std::thread([raw = c.get()] { raw->io_.run(); });
+  {
+    std::unique_lock<std::mutex> lock(c->mu_);
+    bool done = deadline == kNoDeadline ? (c->cv_.wait(lock, [&] { return connected.has_value(); }), true)
+                                        : c->cv_.wait_until(lock, deadline, [&] { return connected.has_value(); });
+    if (!done || *connected) {
+      std::string why = done ? connected->message() : "no answer before the deadline";
+      lock.unlock();
+      // The pending handlers refer to this frame's locals: cancel them and wait for the loop.
+      asio::post(c->io_, [&] {
+        resolver.cancel();
+        std::error_code ignored;
+        socket.close(ignored);
+      });
+      c->work_.reset();
+      c->io_.stop();
+      if (c->io_thread_.joinable()) c->io_thread_.join();
+      return Status(done ? Code::unavailable : Code::deadline_exceeded,
+                    "cannot connect to the node daemon at " + label + ": " + why);
+    }
+  }
+  Handshake hs(Handshake::Side::client, Identity{"client", "client", random_incarnation()}, token, *nonce);
+  c->conn_ = Connection::create(std::move(socket), std::move(hs), options, label);
+  DaemonClient* raw = c.get();
+  c->conn_->start(Connection::Handlers{
+      [raw](const Identity& peer) {
+        std::lock_guard<std::mutex> lock(raw->mu_);
+        raw->daemon_ = peer;
+        raw->ready_ = true;
+        raw->cv_.notify_all();
+      },
+      [raw](Message&& m) { raw->on_message(std::move(m)); },
+      [raw](const Status& why) { raw->on_closed(why); }});
+  std::unique_lock<std::mutex> lock(c->mu_);
+  Status s = c->wait(lock, deadline, [&] { return c->ready_; }, "authenticating");
+  if (!s.ok()) {
+    if (s.code() == Code::unavailable)
+      s = Status(Code::unavailable, s.message() + " (the daemon refused the handshake: is ACTORFLOW_TOKEN the same here as on the daemon?)");
+    return s;
+  }
+  return c;
+}
+
+DaemonClient::~DaemonClient() {
+  if (conn_) conn_->close(cancelled("the client closed the connection"));
+  work_.reset();
+  // Let the close run, then stop the loop whatever is pending.
+  asio::post(io_, [this] { io_.stop(); });
+  if (io_thread_.joinable()) io_thread_.join();
+}
+
+std::string DaemonClient::who() const {
+  if (daemon_.task.empty()) return "the node daemon at " + label_;
+  return "node daemon " + daemon_.task + " at " + label_;
+}
+
+Status DaemonClient::wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                          const std::function<bool()>& ready, const std::string& what) {
+  auto done = [&] { return ready() || closed_.has_value(); };
+  if (deadline == kNoDeadline) cv_.wait(lock, done);
+  else if (!cv_.wait_until(lock, deadline, done))
+    return deadline_exceeded(what + " on " + who() + ": no answer before the deadline");
+  if (ready()) return Status::OK();
+  return Status(closed_->code() == Code::ok ? Code::unavailable : closed_->code(),
+                what + " on " + who() + " failed: the connection closed (" + closed_->message() + ")");
+}
+
+void DaemonClient::on_message(Message&& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto* r = std::get_if<RegisteredMsg>(&m)) {
+    auto it = registrations_.find(r->request_id);
+    if (it != registrations_.end()) it->second = std::move(*r);
+  } else if (auto* d = std::get_if<StepDoneMsg>(&m)) {
+    auto it = steps_.find(d->step_id);
+    if (it != steps_.end()) it->second = std::move(*d);
+  }
+  cv_.notify_all();
+}
+
+void DaemonClient::on_closed(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = why.ok() ? Status(Code::unavailable, "closed") : Status(Code::unavailable, why.message());
+  cv_.notify_all();
+}
+
+bool DaemonClient::alive() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_ && !closed_.has_value();
+}
+
+Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time_point deadline) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_request_++;
+    registrations_[id];
+  }
+  conn_->send(RegisterGraphMsg{id, std::move(graph_def)});
+  std::unique_lock<std::mutex> lock(mu_);
+  Status s = wait(lock, deadline, [&] { return registrations_[id].has_value(); }, "registering the graph");
+  auto reply = std::move(registrations_[id]);
+  registrations_.erase(id);
+  if (!s.ok()) return s;
+  if (!reply->status.ok()) return reply->status;
+  return reply->handle;
+}
+
+Result<StepDoneMsg> DaemonClient::run_step(RunStepMsg m, Clock::time_point deadline) {
+  uint64_t id = m.step_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return Status(Code::unavailable, "running a step on " + who() + ": the connection is closed (" + closed_->message() + ")");
+    if (steps_.count(id)) return internal_error("step id " + std::to_string(id) + " is already running");
+    steps_[id];
+  }
+  if (deadline != kNoDeadline) m.timeout_ms = std::max<int64_t>(1, ms_until(deadline));
+  conn_->send(std::move(m));
+  std::unique_lock<std::mutex> lock(mu_);
+  Status s = wait(lock, deadline, [&] { return steps_[id].has_value(); }, "step " + std::to_string(id));
+  auto reply = std::move(steps_[id]);
+  steps_.erase(id);
+  if (!s.ok()) return s;
+  return std::move(*reply);
+}
+
+void DaemonClient::close_graph(uint64_t handle) {
+  if (alive()) conn_->send(CloseGraphMsg{handle});
+}
+
+}  // namespace actorflow::net

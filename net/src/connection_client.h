@@ -1,0 +1,67 @@
+// A client's connection to one node daemon: its own io thread, a connect and handshake
+// with a deadline, and calls matched to replies by id (RegisterGraph -> Registered by
+// request id, RunStep -> StepDone by step id). Many threads may wait at once; each wait
+// ends at its deadline or when the connection dies, whichever is first, with an error
+// that names the daemon.
+#pragma once
+#include <asio.hpp>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "connection.h"
+
+namespace actorflow::net {
+
+class DaemonClient {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
+
+  // Connects to host:port and authenticates with `token` ("" for an --insecure daemon)
+  // by `deadline`. `label` names the daemon in errors ("af://127.0.0.1:2222").
+  static Result<std::unique_ptr<DaemonClient>> connect(const std::string& host, uint16_t port, const std::string& token,
+                                                       const std::string& label, Clock::time_point deadline,
+                                                       ConnectionOptions options = {});
+  ~DaemonClient();
+
+  Result<uint64_t> register_graph(std::string graph_def, Clock::time_point deadline);
+  Result<StepDoneMsg> run_step(RunStepMsg m, Clock::time_point deadline);
+  void close_graph(uint64_t handle);
+
+  // False once the connection has closed (the daemon died or went away).
+  bool alive() const;
+  // The daemon's task and incarnation, from its Hello.
+  const Identity& daemon() const { return daemon_; }
+
+ private:
+  DaemonClient(std::string label) : label_(std::move(label)) {}
+  // Waits for `ready` or the connection's end, by `deadline`.
+  Status wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, const std::function<bool()>& ready,
+              const std::string& what);
+  std::string who() const;
+  void on_message(Message&& m);
+  void on_closed(const Status& why);
+
+  std::string label_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
+  std::thread io_thread_;
+  std::shared_ptr<Connection> conn_;
+  Identity daemon_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ = false;
+  std::optional<Status> closed_;
+  uint64_t next_request_ = 1;
+  std::map<uint64_t, std::optional<RegisteredMsg>> registrations_;
+  std::map<uint64_t, std::optional<StepDoneMsg>> steps_;
+};
+
+}  // namespace actorflow::net

@@ -1,0 +1,262 @@
+// The node daemon (daemon.h): one io thread accepts and runs every connection; steps and
+// registrations run on the WorkerPool, so a long step never stalls heartbeats or other
+// clients. Each connection's graphs belong to it and are freed when it closes.
+#include "actorflow/net/daemon.h"
+
+#include <asio.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "connection.h"
+#include "token.h"
+#include "worker_service.h"
+
+namespace actorflow::net {
+namespace {
+
+bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
+
+std::string endpoint_text(const asio::ip::tcp::endpoint& ep) {
+  std::string a = ep.address().to_string();
+  if (ep.address().is_v6()) a = "[" + a + "]";
+  return a + ":" + std::to_string(ep.port());
+}
+
+}  // namespace
+
+struct NodeDaemon::Impl {
+  DaemonOptions opts;
+  uint64_t incarnation = random_incarnation();
+  std::string address;
+  uint16_t port = 0;
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  asio::ip::tcp::acceptor acceptor{io};
+  std::thread io_thread;
+  std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<WorkerService> service;
+  // io thread only.
+  std::map<uint64_t, std::shared_ptr<Connection>> conns;
+  uint64_t next_conn = 1;
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> steps_run{0};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopped = false;
+  bool stop_started = false;
+
+  void log(const std::string& line) { opts.log(line); }
+  void accept();
+  void on_accepted(asio::ip::tcp::socket socket);
+  void on_message(uint64_t id, const std::shared_ptr<Connection>& c, Message&& m);
+  void shutdown();
+};
+
+void NodeDaemon::Impl::accept() {
+  acceptor.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
+    if (stopping) return;
+    if (!ec) on_accepted(std::move(socket));
+    else log("accept failed: " + ec.message());
+    if (acceptor.is_open()) accept();
+  });
+}
+
+void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
+  std::error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  std::string label = ec ? std::string("an unknown peer") : endpoint_text(remote);
+  auto nonce = random_nonce();
+  if (!nonce.ok()) {
+    log("connection from " + label + " refused: " + nonce.status().to_string());
+    return;
+  }
+  Handshake hs(Handshake::Side::daemon, Identity{"daemon", opts.task, incarnation}, opts.token, *nonce,
+               opts.max_message_bytes);
+  ConnectionOptions co;
+  co.max_message_bytes = opts.max_message_bytes;
+  co.heartbeat_ms = opts.heartbeat_ms;
+  co.idle_timeout_ms = opts.idle_timeout_ms;
+  uint64_t id = next_conn++;
+  auto c = Connection::create(std::move(socket), std::move(hs), co, label);
+  conns[id] = c;
+  std::weak_ptr<Connection> weak = c;
+  auto authenticated = std::make_shared<bool>(false);
+  c->start(Connection::Handlers{
+      [this, label, authenticated](const Identity& peer) {
+        *authenticated = true;
+        log("connection from " + label + " (client '" + peer.task + "') authenticated");
+      },
+      [this, id, weak](Message&& m) {
+        if (auto c = weak.lock()) on_message(id, c, std::move(m));
+      },
+      [this, id, label, authenticated](const Status& why) {
+        conns.erase(id);
+        if (!*authenticated) {
+          log("connection from " + label + " closed before authentication: " + why.to_string());
+          return;
+        }
+        log("connection from " + label + " closed: " + why.to_string());
+        // Freeing sessions stops actors: not on the io thread.
+        pool->post([this, id, label] {
+          size_t n = service->close_owner(id);
+          if (n > 0) log("freed " + std::to_string(n) + " graph(s) of the connection from " + label);
+        });
+      }});
+}
+
+void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>& c, Message&& m) {
+  if (auto* r = std::get_if<RegisterGraphMsg>(&m)) {
+    pool->post([this, id, c, r = std::move(*r)] {
+      RegisteredMsg reply{r.request_id, 0, Status::OK()};
+      auto h = service->register_graph(r.graph_def, id);
+      if (h.ok()) {
+        reply.handle = *h;
+        log("registered graph " + std::to_string(*h) + " (" + std::to_string(r.graph_def.size()) + " bytes) for " +
+            c->label());
+      } else {
+        reply.status = h.status();
+        log("registration for " + c->label() + " failed: " + h.status().to_string());
+      }
+      c->send(std::move(reply));
+    });
+  } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
+    pool->post([this, id, c, s = std::move(*s)] {
+      StepDoneMsg done = service->run_step(s, id);
+      ++steps_run;
+      if (!done.status.ok())
+        log("step " + std::to_string(s.step_id) + " of graph " + std::to_string(s.handle) + " for " + c->label() +
+            " failed: " + done.status.to_string());
+      c->send(std::move(done));
+    });
+  } else if (auto* cg = std::get_if<CloseGraphMsg>(&m)) {
+    uint64_t handle = cg->handle;
+    pool->post([this, id, handle] { service->close_graph(handle, id); });
+  } else {
+    c->close(data_loss(std::string("a client may not send ") + message_name(m)));
+  }
+}
+
+void NodeDaemon::Impl::shutdown() {
+  auto t0 = std::chrono::steady_clock::now();
+  asio::post(io, [this] {
+    std::error_code ec;
+    acceptor.close(ec);
+  });
+  int in_flight = pool->busy();
+  bool drained = pool->drain(t0 + std::chrono::milliseconds(opts.drain_timeout_ms));
+  // Each drained step's StepDone is queued on its connection; close after writing it.
+  std::promise<size_t> closed;
+  auto closed_f = closed.get_future();
+  asio::post(io, [this, &closed] {
+    closed.set_value(conns.size());
+    for (auto& [id, c] : conns) c->close_after_writes(cancelled("the daemon " + opts.task + " is shutting down"), 2000);
+  });
+  size_t n = closed_f.wait_for(std::chrono::seconds(5)) == std::future_status::ready ? closed_f.get() : 0;
+  // Give the connections their grace to flush, then stop the loop.
+  auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  while (std::chrono::steady_clock::now() < flush_deadline) {
+    std::promise<bool> empty;
+    auto f = empty.get_future();
+    asio::post(io, [this, &empty] { empty.set_value(conns.empty()); });
+    if (f.wait_for(std::chrono::seconds(1)) != std::future_status::ready || f.get()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  work.reset();
+  io.stop();
+  if (io_thread.joinable()) io_thread.join();
+  pool->stop();
+  conns.clear();
+  log("shutdown: " + std::to_string(n) + " connection(s) closed, " + std::to_string(in_flight) +
+      " step(s) in flight " + (drained ? "drained" : "NOT drained within the drain timeout") + ", " +
+      std::to_string(steps_run.load()) + " step(s) run in all");
+  service.reset();
+}
+
+NodeDaemon::NodeDaemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+NodeDaemon::~NodeDaemon() {
+  stop();
+  join();
+}
+
+Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
+  auto impl = std::make_unique<Impl>();
+  if (!options.log) {
+    auto mu = std::make_shared<std::mutex>();
+    options.log = [mu, task = options.task](const std::string& line) {
+      std::lock_guard<std::mutex> lock(*mu);
+      std::cerr << "[actorflow-node " << task << "] " << line << std::endl;
+    };
+  }
+  if (options.token.empty()) {
+    auto token = load_token(options.token_file);
+    if (token.ok()) options.token = *token;
+    else if (!options.insecure || token.status().code() != Code::not_found) return token.status();
+  }
+  if (options.insecure && !is_loopback(options.host))
+    return invalid_argument("--insecure listens on loopback only, not on '" + options.host +
+                            "': use --host 127.0.0.1, or set a cluster token (ACTORFLOW_TOKEN) instead");
+  if (options.worker_threads < 1) return invalid_argument("worker_threads must be at least 1");
+  if (options.max_message_bytes < kMaxPreAuthFrameBytes)
+    return invalid_argument("--max_message_bytes must be at least " + std::to_string(kMaxPreAuthFrameBytes));
+  impl->opts = std::move(options);
+  auto& opts = impl->opts;
+  std::error_code ec;
+  asio::ip::tcp::resolver resolver(impl->io);
+  auto endpoints = resolver.resolve(opts.host, std::to_string(opts.port), asio::ip::resolver_base::passive, ec);
+  if (ec || endpoints.empty())
+    return invalid_argument("cannot resolve the listening address '" + opts.host + "': " + ec.message());
+  auto ep = endpoints.begin()->endpoint();
+  impl->acceptor.open(ep.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(ep, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Status(Code::unavailable, "cannot listen on " + opts.host + ":" + std::to_string(opts.port) + ": " + ec.message());
+  auto bound = impl->acceptor.local_endpoint(ec);
+  impl->port = bound.port();
+  impl->address = endpoint_text(bound);
+  std::string where = opts.task + " at " + impl->address;
+  impl->service = std::make_unique<WorkerService>(where);
+  impl->pool = std::make_unique<WorkerPool>(opts.worker_threads);
+  impl->accept();
+  Impl* raw = impl.get();
+  impl->io_thread = std::thread([raw] { raw->io.run(); });
+  raw->log("listening on " + raw->address + (opts.token.empty() ? " (insecure: no cluster token)" : "") +
+           ", incarnation " + std::to_string(raw->incarnation));
+  return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(impl)));
+}
+
+uint16_t NodeDaemon::port() const { return impl_->port; }
+std::string NodeDaemon::address() const { return impl_->address; }
+const std::string& NodeDaemon::task() const { return impl_->opts.task; }
+uint64_t NodeDaemon::incarnation() const { return impl_->incarnation; }
+size_t NodeDaemon::num_graphs() const { return impl_->service ? impl_->service->num_graphs() : 0; }
+
+void NodeDaemon::stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->stop_mu);
+    if (impl_->stop_started) return;
+    impl_->stop_started = true;
+  }
+  impl_->stopping = true;
+  impl_->shutdown();
+  {
+    std::lock_guard<std::mutex> lock(impl_->stop_mu);
+    impl_->stopped = true;
+  }
+  impl_->stop_cv.notify_all();
+}
+
+void NodeDaemon::join() {
+  std::unique_lock<std::mutex> lock(impl_->stop_mu);
+  impl_->stop_cv.wait(lock, [this] { return impl_->stopped; });
+}
+
+}  // namespace actorflow::net

@@ -1,0 +1,185 @@
+// Registered graphs and their steps on a node daemon (worker_service.h).
+#include "worker_service.h"
+
+#include "actorflow/tensor_codec.h"
+
+namespace actorflow::net {
+
+// ---- WorkerPool ----
+
+WorkerPool::WorkerPool(int threads) {
+  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { loop(); });
+}
+
+WorkerPool::~WorkerPool() { stop(); }
+
+void WorkerPool::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+bool WorkerPool::drain(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_until(lock, deadline, [this] { return jobs_.empty() && running_ == 0; });
+}
+
+void WorkerPool::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+int WorkerPool::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_ + static_cast<int>(jobs_.size());
+}
+
+void WorkerPool::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping, and nothing left
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    ++running_;
+    lock.unlock();
+    job();
+    lock.lock();
+    --running_;
+    if (jobs_.empty() && running_ == 0) idle_cv_.notify_all();
+  }
+}
+
+// ---- WorkerService ----
+
+WorkerService::Entry::~Entry() {
+  // The session uses the graph: close it first.
+  session.reset();
+  graph.reset();
+}
+
+WorkerService::WorkerService(std::string where) : where_(std::move(where)) {}
+
+WorkerService::~WorkerService() {
+  std::map<uint64_t, std::shared_ptr<Entry>> graphs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    graphs.swap(graphs_);
+  }
+}
+
+Result<uint64_t> WorkerService::register_graph(const std::string& graph_def, uint64_t owner) {
+  auto graph = Graph::deserialize(graph_def);
+  if (!graph.ok()) return graph.status().with_context("registering a graph on " + where_);
+  auto entry = std::make_shared<Entry>();
+  entry->owner = owner;
+  entry->graph = std::move(graph).value();
+  auto session = Session::create(*entry->graph);
+  if (!session.ok()) return session.status().with_context("registering a graph on " + where_);
+  entry->session = std::make_unique<Session>(std::move(session).value());
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t handle = next_handle_++;
+  graphs_[handle] = std::move(entry);
+  return handle;
+}
+
+std::shared_ptr<WorkerService::Entry> WorkerService::find(uint64_t handle, uint64_t owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graphs_.find(handle);
+  // Another connection's handle is as good as unknown: clients cannot reach each other's graphs.
+  if (it == graphs_.end() || it->second->owner != owner) return nullptr;
+  return it->second;
+}
+
+Result<std::vector<Tensor>> WorkerService::run_entry(Entry& e, const RunStepMsg& m) {
+  Graph& g = *e.graph;
+  FeedDict feeds;
+  for (auto& [name, bytes] : m.feeds) {
+    AF_ASSIGN_OR_RETURN(Output out, g.find_output(name));
+    AF_ASSIGN_OR_RETURN(TensorMessage tm, decode_tensor_message(bytes));
+    feeds.emplace_back(out, std::move(tm.tensor));
+  }
+  std::vector<Fetch> fetches;
+  for (auto& name : m.fetches) {
+    AF_ASSIGN_OR_RETURN(Output out, g.find_output(name));
+    fetches.emplace_back(out);
+  }
+  std::vector<Operation> targets;
+  for (auto& name : m.targets) {
+    const Node* n = g.find_node(name);
+    if (!n) return not_found("no node '" + name + "' in the registered graph");
+    targets.emplace_back(&g, n->id);
+  }
+  RunOptions options;
+  options.timeout_ms = m.timeout_ms;
+  return e.session->run(options, fetches, feeds, targets);
+}
+
+StepDoneMsg WorkerService::run_step(const RunStepMsg& m, uint64_t owner) {
+  StepDoneMsg done;
+  done.step_id = m.step_id;
+  auto entry = find(m.handle, owner);
+  if (!entry) {
+    done.status = not_found("no graph with handle " + std::to_string(m.handle) + " on " + where_ +
+                            " (closed, or registered before the daemon restarted)");
+    return done;
+  }
+  Result<std::vector<Tensor>> out = internal_error("unset");
+  try {
+    out = run_entry(*entry, m);
+  } catch (...) {
+    out = status_from_current_exception();
+  }
+  if (!out.ok()) {
+    done.status = out.status().with_context("on " + where_);
+    return done;
+  }
+  done.fetched.reserve(out->size());
+  for (size_t i = 0; i < out->size(); ++i) {
+    TensorMessage tm;
+    tm.step_id = static_cast<int64_t>(m.step_id);
+    tm.producer = m.fetches[i];
+    tm.tensor = std::move((*out)[i]);
+    done.fetched.push_back(encode_tensor_message(tm));
+  }
+  return done;
+}
+
+void WorkerService::close_graph(uint64_t handle, uint64_t owner) {
+  std::shared_ptr<Entry> gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graphs_.find(handle);
+  if (it != graphs_.end() && it->second->owner == owner) {
+    gone = std::move(it->second);
+    graphs_.erase(it);
+  }
+}
+
+size_t WorkerService::close_owner(uint64_t owner) {
+  std::vector<std::shared_ptr<Entry>> gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = graphs_.begin(); it != graphs_.end();) {
+    if (it->second->owner == owner) {
+      gone.push_back(std::move(it->second));
+      it = graphs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return gone.size();
+}
+
+size_t WorkerService::num_graphs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return graphs_.size();
+}
+
+}  // namespace actorflow::net

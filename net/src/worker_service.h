@@ -1,0 +1,78 @@
+// What a node daemon does with the graphs clients register (TF's Worker + GraphMgr, kept
+// small): each RegisterGraph gets a handle and its own local af::Session; RunStep runs on
+// a worker thread of the pool below, never on the io thread; a connection's graphs are
+// freed when it closes. Steps of one graph may run concurrently (Session::run is
+// thread-safe); a graph closed while a step runs is freed after that step.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actorflow/graph.h"
+#include "actorflow/session.h"
+#include "frame_messages.h"
+
+namespace actorflow::net {
+
+// A fixed set of threads running queued jobs; drain() waits for the queue to empty.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads);
+  ~WorkerPool();
+  void post(std::function<void()> job);
+  // Waits until no job is queued or running, or the deadline passes; true when idle.
+  bool drain(std::chrono::steady_clock::time_point deadline);
+  // Stops the threads after the jobs already queued.
+  void stop();
+  int busy() const;
+
+ private:
+  void loop();
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::function<void()>> jobs_;
+  int running_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+class WorkerService {
+ public:
+  // `task` names this daemon in errors ("/job:worker/task:0 at 127.0.0.1:2222").
+  explicit WorkerService(std::string where);
+  ~WorkerService();
+
+  // Parses and prepares a graph for connection `owner`: a handle, or why not.
+  Result<uint64_t> register_graph(const std::string& graph_def, uint64_t owner);
+  // Runs one step; blocks (call it on a worker thread). Errors name this daemon.
+  StepDoneMsg run_step(const RunStepMsg& m, uint64_t owner);
+  void close_graph(uint64_t handle, uint64_t owner);
+  // Frees every graph of a connection that went away; returns how many.
+  size_t close_owner(uint64_t owner);
+  size_t num_graphs() const;
+
+ private:
+  struct Entry {
+    uint64_t owner = 0;
+    std::unique_ptr<Graph> graph;
+    std::unique_ptr<Session> session;
+    ~Entry();
+  };
+  std::shared_ptr<Entry> find(uint64_t handle, uint64_t owner) const;
+  Result<std::vector<Tensor>> run_entry(Entry& e, const RunStepMsg& m);
+
+  std::string where_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::shared_ptr<Entry>> graphs_;
+  uint64_t next_handle_ = 1;
+};
+
+}  // namespace actorflow::net

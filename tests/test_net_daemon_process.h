@@ -1,0 +1,141 @@
+// A node daemon (build/tools/actorflow-node) as a child process for the net tests: port 0
+// with --port_file, the token in its environment, stderr to a log file. The destructor
+// kills it (SIGKILL) and reaps it, so a failing test never leaves a daemon behind.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace aftnet {
+
+inline std::string daemon_binary() { return std::string(AF_SAMPLES_DIR) + "/../tools/actorflow-node"; }
+inline bool daemon_built() { return ::access(daemon_binary().c_str(), X_OK) == 0; }
+
+class DaemonProcess {
+ public:
+  // Starts the daemon and waits (up to 30 s) for its port file. `port` 0: any free port.
+  DaemonProcess(const std::string& token, int port = 0, std::vector<std::string> extra = {}) {
+    static int counter = 0;
+    std::string base = "/tmp/af_net_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    port_file_ = base + ".port";
+    log_file_ = base + ".log";
+    std::remove(port_file_.c_str());
+    std::vector<std::string> args = {daemon_binary(), "--host", "127.0.0.1", "--port", std::to_string(port),
+                                     "--port_file", port_file_};
+    for (auto& e : extra) args.push_back(e);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e)
+      if (std::string(*e).rfind("ACTORFLOW_TOKEN", 0) != 0) env_strings.push_back(*e);
+    if (!token.empty()) env_strings.push_back("ACTORFLOW_TOKEN=" + token);
+    std::vector<char*> envp;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      pid_ = -1;
+      return;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(port_file_);
+      if (in >> port_ && port_ > 0) return;
+      if (!running()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~DaemonProcess() {
+    kill9();
+    std::remove(port_file_.c_str());
+    std::remove(log_file_.c_str());
+  }
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  bool started() const { return pid_ > 0 && port_ > 0; }
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string target() const { return "af://" + address(); }
+
+  bool running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_status_ = status;
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+  void kill9() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exit_status_ = status;
+    pid_ = -1;
+  }
+  // SIGTERM, then the exit code (or -1 if it did not exit within `timeout`; then SIGKILL).
+  int terminate(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!running()) return WIFEXITED(exit_status_) ? WEXITSTATUS(exit_status_) : -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill9();
+    return -1;
+  }
+  std::string log() const {
+    std::ifstream in(log_file_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_status_ = 0;
+  std::string port_file_;
+  std::string log_file_;
+};
+
+// Sets an environment variable for a scope.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+}  // namespace aftnet

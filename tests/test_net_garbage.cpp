@@ -1,0 +1,183 @@
+// 1,000 hostile connections to a real daemon (child process): random bytes, truncated and
+// oversized frames, lying lengths, valid headers over garbage bodies, wrong tokens, and
+// garbage after a genuine handshake. Each may cost only its own connection: the daemon
+// stays up and an authenticated client keeps running steps throughout.
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <random>
+
+#include "../net/src/frame.h"
+#include "../net/src/frame_messages.h"
+#include "../net/src/handshake.h"
+#include "test_net_daemon_process.h"
+
+namespace af = actorflow;
+namespace an = actorflow::net;
+
+namespace {
+
+const char* kToken = "garbage-test-token";
+
+struct Socket {
+  int fd = -1;
+  explicit Socket(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~Socket() {
+    if (fd >= 0) ::close(fd);
+  }
+  bool write_all(const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // The next message, or an error at EOF / timeout / bad bytes.
+  af::Result<an::Message> read_message(an::FrameReader& reader) {
+    char buf[512];
+    for (;;) {
+      size_t want = std::min(reader.wanted(), sizeof buf);
+      ssize_t n = ::recv(fd, buf, want, 0);
+      if (n <= 0) return af::Status(af::Code::unavailable, n == 0 ? "eof" : "timeout");
+      std::optional<an::RawFrame> f;
+      auto used = reader.consume(buf, static_cast<size_t>(n), &f);
+      if (!used.ok()) return used.status();
+      if (f) return an::decode_message(*f, 1 << 20);
+    }
+  }
+  // True when the daemon closes its end within the receive timeout.
+  bool closed_by_peer() {
+    char buf[256];
+    for (int i = 0; i < 64; ++i) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+    return false;
+  }
+};
+
+// A genuine client handshake over a plain socket; true when the daemon welcomed us.
+bool authenticate(Socket& s, const std::string& token) {
+  an::Handshake hs(an::Handshake::Side::client, {"client", "garbage", 1}, token, *an::random_nonce());
+  if (!s.write_all(an::encode_message(hs.hello()))) return false;
+  an::FrameReader reader;
+  for (int i = 0; i < 4 && !hs.done(); ++i) {
+    auto m = s.read_message(reader);
+    if (!m.ok()) return false;
+    auto replies = hs.on_message(*m);
+    if (!replies.ok()) return false;
+    for (auto& r : *replies)
+      if (!s.write_all(an::encode_message(r))) return false;
+  }
+  return hs.done();
+}
+
+std::string random_bytes(std::mt19937_64& rng, size_t n) {
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("1,000 garbage, truncated and oversized frames: the daemon survives, other clients are unaffected") {
+  if (!aftnet::daemon_built()) {
+    WARN_MESSAGE(false, "skipped: " << aftnet::daemon_binary() << " is not built");
+    return;
+  }
+  aftnet::DaemonProcess d(kToken, 0, {"--max_message_bytes", "1048576"});
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1}, "x");
+  auto y = x * 3.0;
+  auto sess = af::Session::create(g, d.target());
+  REQUIRE_MESSAGE(sess.ok(), sess.status().to_string());
+
+  std::mt19937_64 rng(777);
+  std::string hello = an::encode_message(an::HelloMsg{an::kProtoVersion, "client", "x", 1, std::string(32, 'n')});
+  int closed_checked = 0, closed_seen = 0, authed = 0;
+  for (int i = 0; i < 1000; ++i) {
+    Socket s(d.port());
+    REQUIRE(s.fd >= 0);
+    int kind = static_cast<int>(rng() % 8);
+    std::string bytes;
+    bool expect_close = true;
+    switch (kind) {
+      case 0: bytes = random_bytes(rng, 1 + rng() % 300); break;
+      case 1: bytes = hello.substr(0, rng() % hello.size()); expect_close = false; break;  // truncated; we hang up
+      case 2: {  // oversized claim before authentication
+        char hdr[an::kFrameHeaderBytes];
+        an::write_frame_header({1, 0, static_cast<uint32_t>(an::kMaxPreAuthFrameBytes + 8 + rng() % (1u << 30)), 0}, hdr);
+        bytes.assign(hdr, sizeof hdr);
+        break;
+      }
+      case 3: bytes = an::encode_frame(1 + rng() % 9, 0, random_bytes(rng, 8 * (1 + rng() % 40))); break;
+      case 4: {  // a Hello with a broken CRC
+        bytes = hello;
+        bytes[an::kFrameHeaderBytes + rng() % (bytes.size() - an::kFrameHeaderBytes)] ^= 0x5a;
+        break;
+      }
+      case 5: bytes = an::encode_message(an::RunStepMsg{1, 1, {}, {"x:0"}, {}, 0}); break;  // no handshake at all
+      case 6: {  // a wrong token
+        CHECK_FALSE(authenticate(s, "not-the-token"));
+        break;
+      }
+      default: {  // authenticated, then garbage: a lying length, a bad body, or an oversized frame
+        REQUIRE(authenticate(s, kToken));
+        ++authed;
+        switch (rng() % 3) {
+          case 0: bytes = random_bytes(rng, 1 + rng() % 200); break;
+          case 1: bytes = an::encode_frame(6, 0, random_bytes(rng, 8 * (1 + rng() % 64))); break;
+          default: {
+            char hdr[an::kFrameHeaderBytes];
+            an::write_frame_header({6, 0, (1u << 20) + 8, 0}, hdr);
+            bytes.assign(hdr, sizeof hdr);
+          }
+        }
+      }
+    }
+    if (!bytes.empty()) s.write_all(bytes);
+    // Now and then check that the daemon hung up on its own.
+    if (expect_close && i % 10 == 0 && kind != 0) {
+      ++closed_checked;
+      if (s.closed_by_peer()) ++closed_seen;
+    }
+    if (i % 100 == 99) {
+      auto out = sess->run({y}, {{x, af::Tensor::from_vector<float>({1, 2})}});
+      REQUIRE_MESSAGE(out.ok(), out.status().to_string());
+      CHECK((*out)[0].equals(af::Tensor::from_vector<float>({3, 6})));
+    }
+  }
+  CHECK(authed > 50);
+  CHECK(closed_checked > 0);
+  CHECK(closed_seen == closed_checked);
+  CHECK(d.running());
+  auto out = sess->run({y}, {{x, af::Tensor::from_vector<float>({5})}});
+  REQUIRE(out.ok());
+  CHECK((*out)[0].equals(af::Tensor::from_vector<float>({15})));
+  std::string log = d.log();
+  CHECK(log.find("closed before authentication") != std::string::npos);
+  CHECK(log.find("over the limit") != std::string::npos);
+}

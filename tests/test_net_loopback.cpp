@@ -1,0 +1,232 @@
+// A real node daemon (build/tools/actorflow-node, a child process on 127.0.0.1, port 0)
+// driven through Session::create(g, "af://127.0.0.1:PORT"): 50 random DAGs equal the
+// local session bit for bit; kernel errors name the node and the daemon; kill -9 mid-step
+// fails the step within its deadline naming the address, and a restarted daemon serves
+// the next step; SIGTERM drains a step in flight and exits 0.
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+
+#include <future>
+#include <random>
+
+#include "test_net_daemon_process.h"
+
+namespace af = actorflow;
+using aftnet::DaemonProcess;
+
+namespace {
+
+const char* kToken = "loopback-test-token";
+
+struct RandomGraph {
+  af::Graph g;
+  af::Output x;
+  std::vector<af::Output> fetches;
+};
+
+// The same shape of DAG as the runtime's property test (tests/test_runtime.cpp).
+void build_random_dag(RandomGraph& rg, std::mt19937& rng) {
+  auto& g = rg.g;
+  rg.x = af::placeholder(g, af::f32, {-1, 4}, "x");
+  std::vector<af::Output> pool{rg.x, af::constant(g, std::vector<float>{0.5f, -1, 2, 0.25f}, af::Shape{4})};
+  int n = 5 + static_cast<int>(rng() % 30);
+  for (int i = 0; i < n; ++i) {
+    auto pick = [&] { return pool[rng() % pool.size()]; };
+    af::Output a = pick(), b = pick(), y;
+    switch (rng() % 9) {
+      case 0: y = a + b; break;
+      case 1: y = a - b; break;
+      case 2: y = a * b; break;
+      case 3: y = af::maximum(a, b); break;
+      case 4: y = af::minimum(a, b); break;
+      case 5: y = af::tanh(a) + b; break;
+      case 6: y = af::identity(a); break;
+      case 7: y = a * 0.5; break;
+      default: y = (a + b) / 3.0; break;
+    }
+    pool.push_back(y);
+  }
+  int k = 1 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < k; ++i) rg.fetches.push_back(pool[pool.size() - 1 - rng() % std::min<size_t>(pool.size() - 2, 6)]);
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A step long enough to be caught mid-way: a chain of 512x512 matmuls.
+struct SlowGraph {
+  af::Graph g;
+  af::Output x;
+  af::Output y;
+  explicit SlowGraph(int depth) {
+    x = af::placeholder(g, af::f32, {512, 512}, "x");
+    y = x;
+    for (int i = 0; i < depth; ++i) y = af::matmul(y, x) * (1.0 / 256);  // stays 0.5: no denormals
+  }
+  af::Tensor input() const { return af::Tensor::filled(af::f32, {512, 512}, 0.5); }
+};
+
+}  // namespace
+
+TEST_CASE("50 random DAGs on a daemon equal the local session bit for bit") {
+  if (!aftnet::daemon_built()) {
+    WARN_MESSAGE(false, "skipped: " << aftnet::daemon_binary() << " is not built");
+    return;
+  }
+  DaemonProcess d(kToken);
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  std::mt19937 rng(4321);
+  int compared = 0;
+  for (int gi = 0; gi < 50; ++gi) {
+    RandomGraph rg;
+    build_random_dag(rg, rng);
+    af::SessionOptions opts;
+    opts.step_timeout_ms = 20000;
+    auto remote = af::Session::create(rg.g, d.target(), opts);
+    REQUIRE_MESSAGE(remote.ok(), remote.status().to_string());
+    auto local = af::Session::create(rg.g);
+    REQUIRE(local.ok());
+    std::vector<af::Fetch> fetches(rg.fetches.begin(), rg.fetches.end());
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> v(8);
+      for (auto& e : v) e = static_cast<float>(static_cast<int>(rng() % 21) - 10) / 4.0f;
+      af::Tensor in = af::Tensor::from_vector(v, {2, 4});
+      auto got = remote->run(fetches, {{rg.x, in}});
+      REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+      auto want = local->run(fetches, {{rg.x, in}});
+      REQUIRE(want.ok());
+      REQUIRE(got->size() == want->size());
+      for (size_t f = 0; f < fetches.size(); ++f) {
+        INFO("graph " << gi << " step " << step << " fetch " << f);
+        CHECK((*got)[f].equals((*want)[f]));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared >= 150);
+  CHECK(d.running());
+}
+
+TEST_CASE("variables, init ops and op fetches work remotely") {
+  if (!aftnet::daemon_built()) return;
+  DaemonProcess d(kToken);
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  auto v = af::variable(g, af::Tensor::zeros(af::f32, {3}), "acc");
+  auto inc = af::assign_add(v, af::constant(g, std::vector<float>{1, 2, 3}, af::Shape{3}));
+  auto sess = af::Session::create(g, d.target());
+  REQUIRE_MESSAGE(sess.ok(), sess.status().to_string());
+  REQUIRE(sess->run_init().ok());
+  for (int i = 0; i < 4; ++i) REQUIRE(sess->run(std::vector<af::Fetch>{af::Fetch(af::Operation(inc))}).ok());
+  auto out = sess->run({v});
+  REQUIRE(out.ok());
+  CHECK((*out)[0].equals(af::Tensor::from_vector<float>({4, 8, 12})));
+}
+
+TEST_CASE("a kernel error on the daemon names the node and the daemon; bad targets fail fast") {
+  if (!aftnet::daemon_built()) return;
+  DaemonProcess d(kToken);
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  auto a = af::placeholder(g, af::f32, {-1, -1}, "a");
+  auto b = af::placeholder(g, af::f32, {-1, -1}, "b");
+  auto c = af::matmul(a, b, false, false, "product");
+  auto sess = af::Session::create(g, d.target());
+  REQUIRE(sess.ok());
+  auto r = sess->run({c}, {{a, af::Tensor::filled(af::f32, {2, 3}, 1)}, {b, af::Tensor::filled(af::f32, {4, 5}, 1)}});
+  REQUIRE_FALSE(r.ok());
+  INFO(r.status().to_string());
+  CHECK(contains(r.status().message(), "product"));
+  CHECK(contains(r.status().message(), d.address()));
+  // The session still works after a failed step.
+  auto ok = sess->run({c}, {{a, af::Tensor::filled(af::f32, {2, 3}, 1)}, {b, af::Tensor::filled(af::f32, {3, 1}, 2)}});
+  REQUIRE(ok.ok());
+  CHECK((*ok)[0].equals(af::Tensor::filled(af::f32, {2, 1}, 6)));
+  // Nobody listens on a port we just freed: create fails within its deadline.
+  int dead_port = 0;
+  {
+    DaemonProcess gone(kToken);
+    REQUIRE(gone.started());
+    dead_port = gone.port();
+  }
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 3000;
+  auto t0 = std::chrono::steady_clock::now();
+  auto none = af::Session::create(g, "af://127.0.0.1:" + std::to_string(dead_port), opts);
+  REQUIRE_FALSE(none.ok());
+  CHECK(contains(none.status().message(), "127.0.0.1:" + std::to_string(dead_port)));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
+  CHECK_FALSE(af::Session::create(g, "af://127.0.0.1").ok());
+}
+
+TEST_CASE("kill -9 mid-step fails the step within its deadline, naming the address; a restarted daemon serves the next step") {
+  if (!aftnet::daemon_built()) return;
+  auto d = std::make_unique<DaemonProcess>(kToken);
+  REQUIRE_MESSAGE(d->started(), d->log());
+  int port = d->port();
+  std::string address = d->address();
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  SlowGraph sg(120);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 60000;
+  auto sess = af::Session::create(sg.g, d->target(), opts);
+  REQUIRE(sess.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(sess->run({sg.y}, {{sg.x, sg.input()}}).ok());
+  auto one_step = std::chrono::steady_clock::now() - t0;
+  INFO("one step takes " << std::chrono::duration_cast<std::chrono::milliseconds>(one_step).count() << " ms");
+  REQUIRE(one_step > std::chrono::milliseconds(300));  // else the kill below could miss the step
+
+  auto pending = std::async(std::launch::async, [&] { return sess->run({sg.y}, {{sg.x, sg.input()}}); });
+  std::this_thread::sleep_for(one_step / 4);
+  auto killed_at = std::chrono::steady_clock::now();
+  d->kill9();
+  REQUIRE(pending.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  auto failed_after = std::chrono::steady_clock::now() - killed_at;
+  auto r = pending.get();
+  REQUIRE_FALSE(r.ok());
+  INFO(r.status().to_string());
+  CHECK(r.status().code() == af::Code::unavailable);
+  CHECK(contains(r.status().message(), address));
+  CHECK(contains(r.status().message(), "/job:worker/task:0"));
+  CHECK(failed_after < std::chrono::seconds(5));
+
+  // Same port, new incarnation: the session reconnects and registers the graph again.
+  d = std::make_unique<DaemonProcess>(kToken, port);
+  REQUIRE_MESSAGE(d->started(), d->log());
+  auto again = sess->run({sg.y}, {{sg.x, sg.input()}});
+  REQUIRE_MESSAGE(again.ok(), again.status().to_string());
+  CHECK(again->at(0).shape() == af::Shape{512, 512});
+}
+
+TEST_CASE("a step's deadline holds against a daemon that is slow, and SIGTERM drains a step in flight") {
+  if (!aftnet::daemon_built()) return;
+  DaemonProcess d(kToken);
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  SlowGraph sg(120);
+  auto sess = af::Session::create(sg.g, d.target());
+  REQUIRE(sess.ok());
+  af::RunOptions quick;
+  quick.timeout_ms = 50;
+  auto t0 = std::chrono::steady_clock::now();
+  auto late = sess->run(quick, {sg.y}, {{sg.x, sg.input()}});
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.status().code() == af::Code::deadline_exceeded);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+
+  auto pending = std::async(std::launch::async, [&] { return sess->run({sg.y}, {{sg.x, sg.input()}}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  int code = d.terminate(std::chrono::seconds(60));
+  CHECK(code == 0);
+  REQUIRE(pending.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  auto r = pending.get();
+  CHECK_MESSAGE(r.ok(), r.status().to_string());
+  std::string log = d.log();
+  CHECK(contains(log, "SIGTERM"));
+  CHECK(contains(log, "shutdown"));
+  CHECK(contains(log, "/job:worker/task:0"));
+}
