@@ -1,126 +1,11 @@
-// Protobuf wire encoding by hand: the messages are few and fixed, and a generated-code
-// dependency would be larger than all of this.
+// The TensorFlow messages of an event file, encoded with the shared protobuf writer.
 #include "io/event_proto.h"
 
 #include <algorithm>
-#include <bit>
 #include <cfloat>
 #include <cmath>
-#include <cstring>
-
-#include "actorflow/crc32c.h"
 
 namespace actorflow::pb {
-
-static_assert(std::endian::native == std::endian::little, "fixed-width protobuf fields are little-endian");
-
-void Writer::varint(uint64_t v) {
-  while (v >= 0x80) {
-    out_.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out_.push_back(static_cast<char>(v));
-}
-
-void Writer::double_field(int field, double v) {
-  tag(field, kFixed64);
-  out_.append(reinterpret_cast<const char*>(&v), 8);
-}
-
-void Writer::float_field(int field, float v) {
-  tag(field, kFixed32);
-  out_.append(reinterpret_cast<const char*>(&v), 4);
-}
-
-void Writer::bytes_field(int field, std::string_view b) {
-  tag(field, kLengthDelimited);
-  varint(b.size());
-  out_.append(b);
-}
-
-void Writer::packed_doubles(int field, const std::vector<double>& v) {
-  if (v.empty()) return;
-  tag(field, kLengthDelimited);
-  varint(v.size() * 8);
-  out_.append(reinterpret_cast<const char*>(v.data()), v.size() * 8);
-}
-
-void Writer::packed_floats(int field, const std::vector<double>& v) {
-  if (v.empty()) return;
-  tag(field, kLengthDelimited);
-  varint(v.size() * 4);
-  for (double d : v) {
-    float f = static_cast<float>(d);
-    out_.append(reinterpret_cast<const char*>(&f), 4);
-  }
-}
-
-void Writer::packed_ints(int field, const std::vector<int64_t>& v) {
-  if (v.empty()) return;
-  Writer inner;
-  for (int64_t x : v) inner.varint(static_cast<uint64_t>(x));
-  bytes_field(field, inner.bytes());
-}
-
-double Field::as_double() const { return std::bit_cast<double>(value); }
-float Field::as_float() const { return std::bit_cast<float>(static_cast<uint32_t>(value)); }
-
-namespace {
-bool read_varint(std::string_view s, size_t* pos, uint64_t* out) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (*pos >= s.size()) return false;
-    auto b = static_cast<unsigned char>(s[(*pos)++]);
-    v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
-}
-}  // namespace
-
-bool parse_fields(std::string_view m, std::vector<Field>* out) {
-  size_t pos = 0;
-  while (pos < m.size()) {
-    uint64_t key;
-    if (!read_varint(m, &pos, &key)) return false;
-    Field f;
-    f.number = static_cast<int>(key >> 3);
-    f.wire = static_cast<WireType>(key & 7);
-    if (f.number <= 0) return false;
-    switch (f.wire) {
-      case kVarint:
-        if (!read_varint(m, &pos, &f.value)) return false;
-        break;
-      case kFixed64:
-        if (m.size() - pos < 8) return false;
-        std::memcpy(&f.value, m.data() + pos, 8);
-        pos += 8;
-        break;
-      case kFixed32: {
-        if (m.size() - pos < 4) return false;
-        uint32_t v;
-        std::memcpy(&v, m.data() + pos, 4);
-        f.value = v;
-        pos += 4;
-        break;
-      }
-      case kLengthDelimited: {
-        uint64_t n;
-        if (!read_varint(m, &pos, &n) || n > m.size() - pos) return false;
-        f.bytes = m.substr(pos, n);
-        pos += n;
-        break;
-      }
-      default:
-        return false;
-    }
-    out->push_back(f);
-  }
-  return true;
-}
 
 // ---------------------------------------------------------------- histograms
 
@@ -345,45 +230,6 @@ std::string encode_graph_def(const Graph& g) {
   versions.int_field(1, 27);
   graph.bytes_field(4, versions.bytes());
   return graph.take();
-}
-
-// ---------------------------------------------------------------- TFRecord
-
-std::string frame_record(std::string_view data) {
-  std::string out;
-  out.reserve(data.size() + 16);
-  uint64_t n = data.size();
-  char len[8];
-  std::memcpy(len, &n, 8);
-  uint32_t len_crc = crc32c_mask(crc32c(len, 8));
-  uint32_t data_crc = crc32c_mask(crc32c(data));
-  out.append(len, 8);
-  out.append(reinterpret_cast<const char*>(&len_crc), 4);
-  out.append(data);
-  out.append(reinterpret_cast<const char*>(&data_crc), 4);
-  return out;
-}
-
-Result<std::vector<std::string>> split_records(std::string_view file, const std::string& what) {
-  std::vector<std::string> records;
-  size_t pos = 0;
-  while (pos < file.size()) {
-    const std::string at = what + ": record " + std::to_string(records.size()) + " at byte " + std::to_string(pos);
-    if (file.size() - pos < 12) return data_loss(at + " is truncated (no room for its length and CRC)");
-    uint64_t n;
-    uint32_t len_crc, data_crc;
-    std::memcpy(&n, file.data() + pos, 8);
-    std::memcpy(&len_crc, file.data() + pos + 8, 4);
-    if (crc32c_unmask(len_crc) != crc32c(file.data() + pos, 8)) return data_loss(at + ": the length fails its CRC-32C check");
-    if (n > file.size() - pos - 12 || file.size() - pos - 12 - n < 4)
-      return data_loss(at + " is truncated: it claims " + std::to_string(n) + " bytes");
-    std::string_view data = file.substr(pos + 12, n);
-    std::memcpy(&data_crc, file.data() + pos + 12 + n, 4);
-    if (crc32c_unmask(data_crc) != crc32c(data)) return data_loss(at + ": the data fails its CRC-32C check");
-    records.emplace_back(data);
-    pos += 12 + n + 4;
-  }
-  return records;
 }
 
 }  // namespace actorflow::pb

@@ -1,7 +1,8 @@
-// Hand-written protobuf encoding of the few TensorFlow messages an event file holds
-// (tensorflow/core/util/event.proto, framework/summary.proto, graph.proto, node_def.proto,
-// attr_value.proto, tensor_shape.proto, tensor.proto), TFRecord framing, and a field
-// reader for checking what was written. Field numbers are TensorFlow's; see each encoder.
+// The few TensorFlow messages an event file holds (tensorflow/core/util/event.proto,
+// framework/summary.proto, graph.proto, node_def.proto, attr_value.proto,
+// tensor_shape.proto, tensor.proto), encoded with the shared protobuf writer
+// (actorflow/protobuf_wire.h, which also reads fields back for checks). Field numbers are
+// TensorFlow's; see each encoder.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -9,43 +10,11 @@
 #include <vector>
 
 #include "actorflow/graph.h"
+#include "actorflow/protobuf_wire.h"
+#include "actorflow/tfrecord.h"
 #include "actorflow/tensor.h"
 
 namespace actorflow::pb {
-
-enum WireType : int { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
-
-class Writer {
- public:
-  void varint(uint64_t v);
-  void tag(int field, WireType wire) { varint(static_cast<uint64_t>(field) << 3 | static_cast<uint64_t>(wire)); }
-  // int64, bool and enums are varints; negative int64 takes ten bytes, as protobuf does.
-  void int_field(int field, int64_t v) { tag(field, kVarint); varint(static_cast<uint64_t>(v)); }
-  void double_field(int field, double v);
-  void float_field(int field, float v);
-  void bytes_field(int field, std::string_view b);
-  void packed_doubles(int field, const std::vector<double>& v);
-  void packed_floats(int field, const std::vector<double>& v);
-  void packed_ints(int field, const std::vector<int64_t>& v);
-  const std::string& bytes() const { return out_; }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-// One field of a message as read back: varints in `value`, fixed64/fixed32 as raw bits
-// in `value`, length-delimited payloads in `bytes` (a view into the message).
-struct Field {
-  int number = 0;
-  WireType wire = kVarint;
-  uint64_t value = 0;
-  std::string_view bytes;
-  double as_double() const;
-  float as_float() const;
-};
-// Splits a message into its fields; false when it is malformed.
-bool parse_fields(std::string_view message, std::vector<Field>* out);
 
 // ---- tensorflow.HistogramProto ----
 struct Histogram {
@@ -68,11 +37,8 @@ std::string encode_graph_def(const Graph& graph);
 // tensorflow.DataType enum value of a dtype (DT_INVALID = 0 for none).
 int tf_datatype(DType t);
 
-// ---- TFRecord ----
-// uint64 length, masked CRC-32C of those 8 bytes, data, masked CRC-32C of the data.
-std::string frame_record(std::string_view data);
-// Splits a whole file into records, checking every length and CRC; the error names the
-// record and its byte offset.
-Result<std::vector<std::string>> split_records(std::string_view file, const std::string& what);
+// TFRecord framing lives in actorflow/tfrecord.h; the event writer and its tests name it here.
+using tfrecord::frame_record;
+using tfrecord::split_records;
 
 }  // namespace actorflow::pb
