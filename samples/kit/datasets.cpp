@@ -45,11 +45,11 @@ af::Result<Split> load_fashion_mnist(const std::string& dir) {
 }
 
 af::Result<Split> load_breast_cancer(const std::string& csv, uint64_t seed, double test_fraction) {
-  ad::CsvOptions o;
-  o.skip_lines = 1;  // "569,30,malignant,benign"
-  o.header = false;
-  o.label_index = 30;
-  AF_ASSIGN_OR_RETURN(ad::CsvData d, ad::read_csv(csv, o));
+  // sklearn's summary line "569,30,malignant,benign" is recognised: no header, the
+  // target (0 or 1) is the last column and comes back as int64.
+  AF_ASSIGN_OR_RETURN(ad::CsvData d, ad::read_csv(csv));
+  if (!d.labels.valid() || d.labels.dtype() != af::i64)
+    return af::invalid_argument("'" + csv + "' is not sklearn's breast_cancer.csv: its last column is not a class id");
   int64_t n = d.features.dim(0), f = d.features.dim(1);
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
@@ -69,7 +69,7 @@ af::Result<Split> load_breast_cancer(const std::string& csv, uint64_t seed, doub
     af::Tensor& y = train ? s.y_train : s.y_test;
     int64_t k = train ? i : i - n_train;
     std::copy_n(d.features.data<float>() + r * f, f, x.data<float>() + k * f);
-    y.data<int64_t>()[k] = static_cast<int64_t>(d.labels.data<float>()[r]);
+    y.data<int64_t>()[k] = d.labels.data<int64_t>()[r];
   }
   // Standardize with the training split's statistics only.
   for (int64_t c = 0; c < f; ++c) {

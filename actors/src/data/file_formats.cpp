@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "actorflow/data/readers.h"
@@ -112,91 +113,176 @@ bool parse_float(const std::string& s, float* out) {
   return true;
 }
 
+// An integer literal (labels that are class ids stay int64).
+bool parse_int(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  while (end && (*end == ' ' || *end == '\t')) ++end;
+  if (end == s.c_str() || *end != '\0' || errno == ERANGE) return false;
+  *out = v;
+  return true;
+}
+
+bool all_numbers(const std::vector<std::string>& cells) {
+  float v;
+  for (auto& c : cells)
+    if (!parse_float(c, &v)) return false;
+  return !cells.empty();
+}
+
+// sklearn's "n_samples,n_features,class names..." line, checked against the line after it
+// (n_features + 1 fields: the features and the target).
+struct SklearnSummary {
+  int64_t samples = 0, features = 0;
+  std::vector<std::string> class_names;
+};
+
+std::optional<SklearnSummary> sklearn_summary(const std::vector<std::string>& first, const std::vector<std::string>& next) {
+  SklearnSummary s;
+  if (first.size() < 2 || !parse_int(first[0], &s.samples) || !parse_int(first[1], &s.features) || s.samples < 0 ||
+      s.features < 1 || next.size() != static_cast<size_t>(s.features) + 1)
+    return std::nullopt;
+  float v;
+  for (size_t i = 2; i < first.size(); ++i) {
+    if (parse_float(first[i], &v)) return std::nullopt;
+    if (!first[i].empty()) s.class_names.push_back(first[i]);
+  }
+  return s;
+}
+
+std::string shorten(const std::string& line) { return line.size() > 60 ? line.substr(0, 57) + "..." : line; }
+
 }  // namespace
 
 Result<CsvData> read_csv(const std::string& path, const CsvOptions& o) {
   AF_ASSIGN_OR_RETURN(std::string text, read_file_maybe_gzip(path));
-  std::istringstream in(text);
-  std::string line;
-  int64_t line_no = 0;
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(std::move(line));
+  }
+  auto blank = [&](size_t i) { return lines[i].empty() || lines[i] == "\r"; };
+  auto where = [&](size_t i) { return "CSV '" + path + "' line " + std::to_string(i + 1); };
+
+  std::optional<SklearnSummary> summary;
+  if (o.sklearn_summary && lines.size() >= 2)
+    summary = sklearn_summary(split_line(lines[0], o.delimiter), split_line(lines[1], o.delimiter));
+  size_t next = std::min(lines.size(), static_cast<size_t>(std::max(0, o.skip_lines)));
+  if (summary && next == 0) next = 1;
+
   std::vector<std::string> names;
   size_t ncols = 0;
-  for (int i = 0; i < o.skip_lines && std::getline(in, line); ++i) ++line_no;
-  if (o.header) {
-    if (!std::getline(in, line)) return data_loss("CSV file '" + path + "' is empty");
-    ++line_no;
-    names = split_line(line, o.delimiter);
+  bool take_header = o.header;
+  // sklearn's files carry a header only when one follows the summary (boston's).
+  if (summary && next == 1) take_header = next < lines.size() && !all_numbers(split_line(lines[next], o.delimiter));
+  if (take_header) {
+    while (next < lines.size() && blank(next)) ++next;
+    if (next >= lines.size()) return data_loss("CSV file '" + path + "' has no header line (it is empty after " +
+                                               std::to_string(next) + " lines)");
+    names = split_line(lines[next], o.delimiter);
+    if (all_numbers(names))
+      return invalid_argument(where(next) + ": the header row is made only of numbers ('" + shorten(lines[next]) +
+                              "'), so it is probably the first row of data; read it with header=false" +
+                              (o.skip_lines > 0 ? " (skip_lines already drops " + std::to_string(o.skip_lines) + ")" : ""));
+    for (auto& n : names) {
+      // Quoted names ("CRIM") lose their quotes in split_line; trailing spaces go too.
+      while (!n.empty() && (n.back() == ' ' || n.back() == '\t')) n.pop_back();
+    }
     ncols = names.size();
+    ++next;
   }
-  int label = o.label_index;
+  int label = summary ? -2 : kNoLabel;  // -2: the last column, once the width is known
+  if (o.label_index) label = *o.label_index < 0 ? kNoLabel : *o.label_index;
   if (!o.label_name.empty()) {
-    if (!o.header) return invalid_argument("CSV '" + path + "': a label column by name needs a header");
-    label = -1;
+    if (names.empty()) return invalid_argument("CSV '" + path + "': a label column by name needs a header");
+    label = kNoLabel;
     for (size_t i = 0; i < names.size(); ++i)
       if (names[i] == o.label_name) label = static_cast<int>(i);
     if (label < 0) return not_found("CSV '" + path + "' has no column named '" + o.label_name + "'");
   }
-  std::vector<bool> categorical;
   auto is_cat = [&](size_t col) {
     for (auto& c : o.categorical)
       if ((col < names.size() && c == names[col]) || c == std::to_string(col)) return true;
     return false;
   };
   CsvData d;
+  std::vector<bool> categorical;
   std::vector<std::map<std::string, int>> vocab;
-  std::vector<float> feats, labels;
+  std::vector<float> feats, float_labels;
+  std::vector<int64_t> int_labels;
+  bool labels_are_ints = true;
   int64_t rows = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line == "\r") continue;
-    auto cells = split_line(line, o.delimiter);
+  for (size_t i = next; i < lines.size(); ++i) {
+    if (blank(i)) continue;
+    auto cells = split_line(lines[i], o.delimiter);
     if (ncols == 0) {
       ncols = cells.size();
-      for (size_t i = 0; i < ncols; ++i) names.push_back("col" + std::to_string(i));
+      for (size_t c = 0; c < ncols; ++c) names.push_back("col" + std::to_string(c));
     }
     if (categorical.empty()) {
-      for (size_t i = 0; i < ncols; ++i) categorical.push_back(is_cat(i));
+      if (label == -2) label = static_cast<int>(ncols) - 1;
+      for (size_t c = 0; c < ncols; ++c) categorical.push_back(is_cat(c));
       vocab.resize(ncols);
-      if (label >= static_cast<int>(ncols)) return invalid_argument("CSV '" + path + "': label column " + std::to_string(label) + " out of range");
+      if (label >= static_cast<int>(ncols))
+        return invalid_argument("CSV '" + path + "': label column " + std::to_string(label) + " out of range (" +
+                                std::to_string(ncols) + " columns)");
     }
     std::string bad;
     if (cells.size() != ncols) bad = "has " + std::to_string(cells.size()) + " fields, expected " + std::to_string(ncols);
     std::vector<float> row;
     float lab = 0;
+    int64_t int_lab = 0;
+    bool int_ok = true;
     for (size_t c = 0; c < cells.size() && bad.empty(); ++c) {
       float v;
+      bool is_label = static_cast<int>(c) == label;
       if (categorical[c]) {
         auto [it, fresh] = vocab[c].emplace(cells[c], static_cast<int>(vocab[c].size()));
         v = static_cast<float>(it->second);
+        if (is_label) int_lab = it->second;
       } else if (!parse_float(cells[c], &v)) {
         bad = "field " + std::to_string(c + 1) + " ('" + names[c] + "') is not a number: '" + cells[c] + "'";
         break;
+      } else if (is_label) {
+        int_ok = parse_int(cells[c], &int_lab);
       }
-      if (static_cast<int>(c) == label) lab = v;
+      if (is_label) lab = v;
       else row.push_back(v);
     }
     if (!bad.empty()) {
       if (o.skip_bad_lines) {
-        d.skipped_lines.push_back(line_no);
+        d.skipped_lines.push_back(static_cast<int64_t>(i + 1));
         continue;
       }
-      return invalid_argument("CSV '" + path + "' line " + std::to_string(line_no) + " " + bad);
+      return invalid_argument(where(i) + " " + bad);
     }
     feats.insert(feats.end(), row.begin(), row.end());
-    labels.push_back(lab);
+    float_labels.push_back(lab);
+    int_labels.push_back(int_lab);
+    labels_are_ints = labels_are_ints && int_ok;
     ++rows;
   }
+  if (summary && rows + static_cast<int64_t>(d.skipped_lines.size()) != summary->samples)
+    return data_loss(where(0) + ": sklearn's summary line promises " + std::to_string(summary->samples) + " rows, the file has " +
+                     std::to_string(rows + static_cast<int64_t>(d.skipped_lines.size())) +
+                     (o.skip_lines > 1 ? " (skip_lines=" + std::to_string(o.skip_lines) + " dropped rows of data)" : ""));
+  if (label == -2) label = kNoLabel;  // no rows: no width to place the label in
   int64_t nf = static_cast<int64_t>(ncols) - (label >= 0 ? 1 : 0);
   for (size_t c = 0; c < ncols; ++c)
     if (static_cast<int>(c) != label) d.columns.push_back(names[c]);
   d.features = Tensor::from_vector(feats, Shape{rows, nf});
-  if (label >= 0) d.labels = Tensor::from_vector(labels, Shape{rows});
+  if (label >= 0)
+    d.labels = labels_are_ints ? Tensor::from_vector(int_labels, Shape{rows}) : Tensor::from_vector(float_labels, Shape{rows});
   for (size_t c = 0; c < vocab.size(); ++c) {
     if (!categorical[c]) continue;
     std::vector<std::string> words(vocab[c].size());
     for (auto& [w, id] : vocab[c]) words[static_cast<size_t>(id)] = w;
     d.vocabularies[names[c]] = std::move(words);
   }
+  if (summary) d.class_names = summary->class_names;
   return d;
 }
 

@@ -1,33 +1,16 @@
-// Record files with TFRecord's framing, and the tf.train.Example codec.
+// Record files with TFRecord's framing, and the tf.train.Example codec, both on the
+// engine's shared framing (actorflow/tfrecord.h) and protobuf writer (protobuf_wire.h).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "actorflow/crc32c.h"
 #include "actorflow/data/readers.h"
+#include "actorflow/protobuf_wire.h"
+#include "actorflow/tfrecord.h"
 
 namespace actorflow::data {
-
-namespace {
-void put_u64(std::string& s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void put_u32(std::string& s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t get_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-}  // namespace
 
 Result<std::unique_ptr<RecordWriter>> RecordWriter::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -39,12 +22,7 @@ RecordWriter::~RecordWriter() { (void)close(); }
 
 Status RecordWriter::write(const std::string& record) {
   if (fd_ < 0) return failed_precondition("record file '" + path_ + "' is closed");
-  std::string frame;
-  frame.reserve(record.size() + 16);
-  put_u64(frame, record.size());
-  put_u32(frame, crc32c_mask(crc32c(frame.data(), 8)));
-  frame += record;
-  put_u32(frame, crc32c_mask(crc32c(record)));
+  std::string frame = tfrecord::frame_record(record);
   const char* p = frame.data();
   size_t left = frame.size();
   while (left > 0) {
@@ -76,156 +54,63 @@ Result<std::unique_ptr<RecordReader>> RecordReader::open(const std::string& path
 Result<bool> RecordReader::next(std::string* out) {
   while (pos_ < bytes_.size()) {
     uint64_t at = pos_;
-    auto corrupt = [&](const std::string& what) -> Status {
-      return data_loss("record file '" + path_ + "': " + what + " in the record at byte offset " + std::to_string(at));
-    };
-    std::string problem;
-    if (bytes_.size() - at < 12) {
-      problem = "truncated header";
-    } else {
-      uint64_t len = get_u64(bytes_.data() + at);
-      uint32_t len_crc = get_u32(bytes_.data() + at + 8);
-      if (crc32c_mask(crc32c(bytes_.data() + at, 8)) != len_crc) {
-        problem = "length checksum mismatch";
-      } else if (len > bytes_.size() - at - 12 || bytes_.size() - at - 12 - len < 4) {
-        problem = "truncated data (length " + std::to_string(len) + ")";
-      } else {
-        const char* data = bytes_.data() + at + 12;
-        uint32_t data_crc = get_u32(data + len);
-        if (crc32c_mask(crc32c(data, len)) != data_crc) {
-          problem = "data checksum mismatch";
-        } else {
-          out->assign(data, len);
-          pos_ = at + 12 + len + 4;
-          return true;
-        }
-      }
+    tfrecord::RecordAt r = tfrecord::record_at(bytes_, at);
+    if (r.problem == tfrecord::RecordAt::Problem::none) {
+      out->assign(r.data);
+      pos_ = r.end;
+      ++index_;
+      return true;
     }
-    if (!options_.skip_corrupted) return corrupt(problem);
+    if (!options_.skip_corrupted)
+      return data_loss(tfrecord::record_error("record file '" + path_ + "'", static_cast<size_t>(index_), at, r));
     // Resynchronize: the next offset whose header checksum holds.
     ++skipped_;
+    ++index_;
     uint64_t p = at + 1;
-    while (p + 12 <= bytes_.size() && crc32c_mask(crc32c(bytes_.data() + p, 8)) != get_u32(bytes_.data() + p + 8)) ++p;
-    pos_ = p + 12 <= bytes_.size() ? p : bytes_.size();
+    while (p < bytes_.size() && !tfrecord::header_intact(bytes_, p)) ++p;
+    pos_ = p;
   }
   return false;
 }
 
-// ---- tf.train.Example protobuf, by hand ----
+// ---- tf.train.Example ----
 // Example{features=1: Features{feature=1: map<string, Feature>}}; map entry {key=1, value=2};
 // Feature{bytes_list=1 {value=1 repeated bytes}, float_list=2 {value=1 packed float},
-// int64_list=3 {value=1 packed int64}}.
+// int64_list=3 {value=1 packed int64}}. Readers accept packed and unpacked lists.
 
 namespace {
 
-void put_varint(std::string& s, uint64_t v) {
-  while (v >= 0x80) {
-    s += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  s += static_cast<char>(v);
-}
-void put_field(std::string& s, int field, const std::string& bytes) {
-  put_varint(s, (static_cast<uint64_t>(field) << 3) | 2);
-  put_varint(s, bytes.size());
-  s += bytes;
-}
-
-struct Cursor {
-  const char* p;
-  const char* end;
-  bool varint(uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && p < end; shift += 7) {
-      uint8_t b = static_cast<uint8_t>(*p++);
-      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return true;
-    }
-    return false;
-  }
-  bool bytes(std::string_view* out) {
-    uint64_t n;
-    if (!varint(&n) || n > static_cast<uint64_t>(end - p)) return false;
-    *out = std::string_view(p, n);
-    p += n;
-    return true;
-  }
-  bool skip(int wire) {
-    uint64_t v;
-    std::string_view sv;
-    switch (wire) {
-      case 0: return varint(&v);
-      case 1: if (end - p < 8) return false; p += 8; return true;
-      case 2: return bytes(&sv);
-      case 5: if (end - p < 4) return false; p += 4; return true;
-      default: return false;
+bool decode_list(int kind, std::string_view list, Feature* f) {
+  std::vector<pb::Field> fields;
+  if (!pb::parse_fields(list, &fields)) return false;
+  for (const pb::Field& v : fields) {
+    if (v.number != 1) continue;
+    if (kind == 1 && v.wire == pb::kLengthDelimited) {
+      f->bytes.emplace_back(v.bytes);
+    } else if (kind == 2 && v.wire == pb::kLengthDelimited) {
+      if (!pb::parse_packed_floats(v.bytes, &f->floats)) return false;
+    } else if (kind == 2 && v.wire == pb::kFixed32) {
+      f->floats.push_back(v.as_float());
+    } else if (kind == 3 && v.wire == pb::kLengthDelimited) {
+      std::vector<uint64_t> ints;
+      if (!pb::parse_packed_varints(v.bytes, &ints)) return false;
+      for (uint64_t i : ints) f->ints.push_back(static_cast<int64_t>(i));
+    } else if (kind == 3 && v.wire == pb::kVarint) {
+      f->ints.push_back(static_cast<int64_t>(v.value));
+    } else {
+      return false;
     }
   }
-};
+  return true;
+}
 
 bool decode_feature(std::string_view in, Feature* f) {
-  Cursor c{in.data(), in.data() + in.size()};
-  while (c.p < c.end) {
-    uint64_t tag;
-    if (!c.varint(&tag)) return false;
-    int field = static_cast<int>(tag >> 3), wire = static_cast<int>(tag & 7);
-    if (wire != 2) {
-      if (!c.skip(wire)) return false;
-      continue;
-    }
-    std::string_view list;
-    if (!c.bytes(&list)) return false;
-    Cursor l{list.data(), list.data() + list.size()};
-    while (l.p < l.end) {
-      uint64_t t;
-      if (!l.varint(&t)) return false;
-      int lw = static_cast<int>(t & 7);
-      if ((t >> 3) != 1) {
-        if (!l.skip(lw)) return false;
-        continue;
-      }
-      if (field == 1 && lw == 2) {
-        f->kind = Feature::Kind::bytes;
-        std::string_view b;
-        if (!l.bytes(&b)) return false;
-        f->bytes.emplace_back(b);
-      } else if (field == 2) {
-        f->kind = Feature::Kind::floats;
-        auto one = [&](Cursor& cc) {
-          if (cc.end - cc.p < 4) return false;
-          float v;
-          std::memcpy(&v, cc.p, 4);
-          cc.p += 4;
-          f->floats.push_back(v);
-          return true;
-        };
-        if (lw == 2) {
-          std::string_view packed;
-          if (!l.bytes(&packed)) return false;
-          Cursor pc{packed.data(), packed.data() + packed.size()};
-          while (pc.p < pc.end)
-            if (!one(pc)) return false;
-        } else if (lw == 5) {
-          if (!one(l)) return false;
-        } else return false;
-      } else if (field == 3) {
-        f->kind = Feature::Kind::ints;
-        if (lw == 2) {
-          std::string_view packed;
-          if (!l.bytes(&packed)) return false;
-          Cursor pc{packed.data(), packed.data() + packed.size()};
-          while (pc.p < pc.end) {
-            uint64_t v;
-            if (!pc.varint(&v)) return false;
-            f->ints.push_back(static_cast<int64_t>(v));
-          }
-        } else if (lw == 0) {
-          uint64_t v;
-          if (!l.varint(&v)) return false;
-          f->ints.push_back(static_cast<int64_t>(v));
-        } else return false;
-      } else if (!l.skip(lw)) return false;
-    }
+  std::vector<pb::Field> fields;
+  if (!pb::parse_fields(in, &fields)) return false;
+  for (const pb::Field& list : fields) {
+    if (list.wire != pb::kLengthDelimited || list.number < 1 || list.number > 3) continue;
+    f->kind = list.number == 1 ? Feature::Kind::bytes : list.number == 2 ? Feature::Kind::floats : Feature::Kind::ints;
+    if (!decode_list(list.number, list.bytes, f)) return false;
   }
   return true;
 }
@@ -233,71 +118,48 @@ bool decode_feature(std::string_view in, Feature* f) {
 }  // namespace
 
 std::string encode_example(const Example& e) {
-  std::string features;
+  pb::Writer features;
   for (auto& [key, f] : e) {
-    std::string list;
-    std::string feature;
+    pb::Writer list, feature;
     if (f.kind == Feature::Kind::bytes) {
-      for (auto& b : f.bytes) put_field(list, 1, b);
-      put_field(feature, 1, list);
+      for (auto& b : f.bytes) list.bytes_field(1, b);
+      feature.bytes_field(1, list.bytes());
     } else if (f.kind == Feature::Kind::floats) {
-      std::string packed(f.floats.size() * 4, '\0');
-      if (!f.floats.empty()) std::memcpy(packed.data(), f.floats.data(), packed.size());
-      put_field(list, 1, packed);
-      put_field(feature, 2, list);
+      list.packed_floats(1, f.floats);
+      feature.bytes_field(2, list.bytes());
     } else {
-      std::string packed;
-      for (int64_t v : f.ints) put_varint(packed, static_cast<uint64_t>(v));
-      put_field(list, 1, packed);
-      put_field(feature, 3, list);
+      list.packed_ints(1, f.ints);
+      feature.bytes_field(3, list.bytes());
     }
-    std::string entry;
-    put_field(entry, 1, key);
-    put_field(entry, 2, feature);
-    put_field(features, 1, entry);
+    pb::Writer entry;
+    entry.bytes_field(1, key);
+    entry.bytes_field(2, feature.bytes());
+    features.bytes_field(1, entry.bytes());
   }
-  std::string out;
-  put_field(out, 1, features);
-  return out;
+  pb::Writer out;
+  out.bytes_field(1, features.bytes());
+  return out.take();
 }
 
 Result<Example> decode_example(const std::string& bytes) {
-  Example ex;
-  Cursor c{bytes.data(), bytes.data() + bytes.size()};
   auto bad = [] { return data_loss("malformed tf.train.Example"); };
-  while (c.p < c.end) {
-    uint64_t tag;
-    if (!c.varint(&tag)) return bad();
-    if (tag != ((1 << 3) | 2)) {
-      if (!c.skip(static_cast<int>(tag & 7))) return bad();
-      continue;
-    }
-    std::string_view features;
-    if (!c.bytes(&features)) return bad();
-    Cursor fc{features.data(), features.data() + features.size()};
-    while (fc.p < fc.end) {
-      uint64_t t;
-      if (!fc.varint(&t)) return bad();
-      if (t != ((1 << 3) | 2)) {
-        if (!fc.skip(static_cast<int>(t & 7))) return bad();
-        continue;
-      }
-      std::string_view entry;
-      if (!fc.bytes(&entry)) return bad();
-      Cursor ec{entry.data(), entry.data() + entry.size()};
+  Example ex;
+  std::vector<pb::Field> top;
+  if (!pb::parse_fields(bytes, &top)) return bad();
+  for (const pb::Field& features : top) {
+    if (features.number != 1 || features.wire != pb::kLengthDelimited) continue;
+    std::vector<pb::Field> entries;
+    if (!pb::parse_fields(features.bytes, &entries)) return bad();
+    for (const pb::Field& entry : entries) {
+      if (entry.number != 1 || entry.wire != pb::kLengthDelimited) continue;
+      std::vector<pb::Field> kv;
+      if (!pb::parse_fields(entry.bytes, &kv)) return bad();
       std::string key;
       Feature f;
-      while (ec.p < ec.end) {
-        uint64_t et;
-        if (!ec.varint(&et)) return bad();
-        std::string_view v;
-        if ((et & 7) != 2) {
-          if (!ec.skip(static_cast<int>(et & 7))) return bad();
-          continue;
-        }
-        if (!ec.bytes(&v)) return bad();
-        if ((et >> 3) == 1) key = std::string(v);
-        else if ((et >> 3) == 2 && !decode_feature(v, &f)) return bad();
+      for (const pb::Field& part : kv) {
+        if (part.wire != pb::kLengthDelimited) continue;
+        if (part.number == 1) key = std::string(part.bytes);
+        else if (part.number == 2 && !decode_feature(part.bytes, &f)) return bad();
       }
       ex[key] = std::move(f);
     }
@@ -311,7 +173,7 @@ Status write_rows(const std::string& out, const Tensor& features, const Tensor& 
   int64_t rows = features.dim(0), nf = features.dim(1);
   for (int64_t r = 0; r < rows; ++r) {
     Example e;
-    e["label"].floats = {labels.valid() ? labels.data<float>()[r] : 0.0f};
+    e["label"].floats = {labels.valid() ? static_cast<float>(labels.element_as_double(r)) : 0.0f};
     e["features"].floats.assign(features.data<float>() + r * nf, features.data<float>() + (r + 1) * nf);
     AF_RETURN_IF_ERROR(w->write(encode_example(e)));
   }

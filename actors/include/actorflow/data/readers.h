@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,25 +21,47 @@ Result<std::string> read_file_maybe_gzip(const std::string& path);
 // the header (e.g. [60000, 28, 28]).
 Result<Tensor> read_idx(const std::string& path);
 
+// Column-label value for "no label column".
+inline constexpr int kNoLabel = -1;
+
+// How a CSV file is read:
+//  1. `skip_lines` lines are dropped.
+//  2. If `header`, the next line names the columns. A header made only of numbers is an
+//     error naming its line: it is almost always the first row of data.
+//  3. Every later non-empty line is a row; every field is a number unless its column is
+//     categorical.
+// sklearn's bundled CSVs (iris.csv, wine_data.csv, breast_cancer.csv,
+// boston_house_prices.csv) start with a summary line "n_samples,n_features,class
+// names...", then optionally a header (boston's), then rows with the target last. When
+// line 1 has that form (and the next line has n_features + 1 fields) it is recognised
+// whether or not `skip_lines` covers it: it is neither data nor header, a header is taken
+// only if the next line is not made of numbers, the label defaults to the last column,
+// the class names land in `CsvData::class_names`, and the row count must be n_samples.
 struct CsvOptions {
-  int skip_lines = 0;  // lines before the header (sklearn's CSVs start with a summary line)
+  int skip_lines = 0;
   bool header = true;
   char delimiter = ',';
-  // The label column, by name (needs a header) or index; empty name and -1: none.
+  // The label column, by name (needs a header) or index (kNoLabel: none). Unset: the last
+  // column for sklearn's files, none otherwise.
   std::string label_name;
-  int label_index = -1;
+  std::optional<int> label_index;
   // Columns read as categories (by name or index): mapped to integer ids in order of
   // first appearance, returned in `vocabularies`.
   std::vector<std::string> categorical;
   // Skip lines this reader cannot parse instead of failing (their numbers are reported).
   bool skip_bad_lines = false;
+  // Recognise sklearn's summary line (see above).
+  bool sklearn_summary = true;
 };
 
 struct CsvData {
   std::vector<std::string> columns;        // feature column names, in order
   Tensor features;                         // f32 [rows, features]
-  Tensor labels;                           // f32 [rows] (invalid if no label column)
+  // [rows]: i64 when every label is an integer (class ids) or the label column is
+  // categorical, f32 otherwise (regression targets); invalid if no label column.
+  Tensor labels;
   std::map<std::string, std::vector<std::string>> vocabularies;
+  std::vector<std::string> class_names;    // from an sklearn summary line
   std::vector<int64_t> skipped_lines;
 };
 
@@ -56,7 +79,7 @@ struct LibsvmData {
 // "label idx:value idx:value ..." with 1-based feature ids (as libsvm), '#' comments.
 Result<LibsvmData> read_libsvm(const std::string& path);
 
-// ---- records (TFRecord framing: u64 length, masked crc32c(length), data, masked crc32c(data)) ----
+// ---- records (TFRecord framing, actorflow/tfrecord.h: u64 length, masked crc32c(length), data, masked crc32c(data)) ----
 
 class RecordWriter {
  public:
@@ -93,6 +116,7 @@ class RecordReader {
   std::string bytes_;
   RecordReaderOptions options_;
   uint64_t pos_ = 0;
+  int64_t index_ = 0;  // records passed so far, corrupt ones included (for messages)
   int64_t skipped_ = 0;
 };
 
