@@ -42,7 +42,7 @@ inline Model build_model() {
   keep(with_default);
   keep(af::constant(g, af::Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}), "c_f32"));
   keep(af::constant(g, 1.5f, "c_float"));
-  keep(af::constant(g, 2.25, "c_double"));
+  keep(af::constant(g, 2.25, af::f64, "c_double"));
   keep(af::constant(g, 7, "c_int"));
   keep(af::constant(g, int64_t{-9}, "c_int64"));
   keep(af::constant(g, "hello", "c_chars"));
@@ -61,21 +61,21 @@ inline Model build_model() {
   {
     af::NameScope scope(g, "model");
     af::DeviceScope device(g, "/job:worker/task:0/cpu:0");
-    w = af::variable(g, af::glorot_uniform({4, 3}, 11), "w");
-    b = af::variable(g, af::zeros({3}), "b");
-    af::variable(g, af::ones({2}, af::f64), "ones");
-    af::variable(g, af::constant_init(0.5, {2, 2}), "half");
-    counter = af::variable(g, af::tensor_init(af::Tensor::from_vector<int64_t>({1, 2, 3})), "counter", false);
-    af::variable(g, af::random_normal({5}, 0, 2, 7), "rn");
-    af::variable(g, af::random_uniform({5}, -1, 1), "ru");
-    af::variable(g, af::truncated_normal({5}, 0, 1, 3), "tn");
-    af::variable(g, af::glorot_normal({3, 3}), "gn");
+    w = af::variable(g, {4, 3}, af::glorot_uniform_initializer(11), "w");
+    b = af::variable(g, af::zeros(g, {3}), "b");
+    af::variable(g, af::ones(g, {2}, af::f64), "ones");
+    af::variable(g, {2, 2}, af::constant_initializer(0.5), "half");
+    counter = af::variable(g, af::Tensor::from_vector<int64_t>({1, 2, 3}), "counter", false);
+    af::variable(g, af::random_normal(g, {5}, 0, 2, 7), "rn");
+    af::variable(g, af::random_uniform(g, {5}, -1, 1), "ru");
+    af::variable(g, af::truncated_normal(g, {5}, 0, 1, 3), "tn");
+    af::variable(g, {3, 3}, af::glorot_normal_initializer(), "gn");
   }
   keep(af::read_variable(counter));
-  keep(af::initial_value(g, af::constant_init(2.0, {2}, af::i32), "iv"));
-  keep(af::random_normal_op(g, {2, 2}, 1, 2, 5));
-  keep(af::random_uniform_op(g, {3}, 0, 1, -1, af::f64));
-  keep(af::truncated_normal_op(g, {2}));
+  keep(af::initial_value(g, af::constant_initializer(2.0, af::i32), {2}, "iv"));
+  keep(af::random_normal(g, {2, 2}, 1, 2, 5));
+  keep(af::random_uniform(g, {3}, 0, 1, -1, af::f64));
+  keep(af::truncated_normal(g, {2}));
 
   // Math.
   auto y = keep(af::matmul(x, w) + b);

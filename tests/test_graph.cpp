@@ -53,7 +53,7 @@ TEST_CASE("variables are named under their scope, with Assign and initializer be
   af::Output w;
   {
     af::NameScope s(g, "dense1");
-    w = af::variable(g, af::zeros({3, 2}), "w");
+    w = af::variable(g, af::zeros(g, {3, 2}), "w");
   }
   CHECK(w.node().name == "dense1/w");
   CHECK(g.find_node("dense1/w/Assign") != nullptr);
@@ -64,7 +64,7 @@ TEST_CASE("variables are named under their scope, with Assign and initializer be
 TEST_CASE("control dependencies scope and group") {
   af::Graph g;
   auto a = af::constant(g, 1.0f, "a");
-  auto v = af::variable(g, af::zeros({}), "v");
+  auto v = af::variable(g, af::zeros(g, {}), "v");
   auto upd = af::assign_add(v, a);
   af::Output read;
   {

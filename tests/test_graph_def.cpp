@@ -411,11 +411,11 @@ TEST_CASE("graph def: broken files give errors naming the file") {
 TEST_CASE("graph def: random ops added after loading do not reuse the loaded ops' seeds") {
   af::Graph g;
   g.set_seed(5);
-  auto a = af::random_uniform_op(g, {3});
-  auto b = af::random_uniform_op(g, {3});
+  auto a = af::random_uniform(g, {3});
+  auto b = af::random_uniform(g, {3});
   auto loaded = af::Graph::deserialize(g.serialize());
   REQUIRE(loaded.ok());
-  auto c = af::random_uniform_op(**loaded, {3});
+  auto c = af::random_uniform(**loaded, {3});
   CHECK(c.node().attr_int("seed2") > b.node().attr_int("seed2"));
   CHECK(a.node().attr_int("seed2") != b.node().attr_int("seed2"));
 }

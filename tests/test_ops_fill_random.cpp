@@ -159,9 +159,9 @@ TEST_CASE("Philox4x32-10 matches the Random123 known-answer vectors") {
 
 TEST_CASE("random ops with the same seeds give the same tensors in fresh sessions") {
   auto build = [](af::Graph& g) {
-    return std::vector<af::Output>{af::random_normal_op(g, {3, 5}, 0, 1, 42),
-                                   af::random_uniform_op(g, {7}, -1, 1, 42),
-                                   af::truncated_normal_op(g, {2, 9}, 0, 1, 42, af::f64)};
+    return std::vector<af::Output>{af::random_normal(g, {3, 5}, 0, 1, 42),
+                                   af::random_uniform(g, {7}, -1, 1, 42),
+                                   af::truncated_normal(g, {2, 9}, 0, 1, 42, af::f64)};
   };
   af::Graph g1, g2;
   auto y1 = build(g1);
@@ -181,18 +181,18 @@ TEST_CASE("random ops with the same seeds give the same tensors in fresh session
   af::Graph h1, h2;
   h1.set_seed(7);
   h2.set_seed(7);
-  auto a1 = af::random_normal_op(h1, {4});
-  auto b1 = af::random_normal_op(h1, {4});
-  auto a2 = af::random_normal_op(h2, {4});
+  auto a1 = af::random_normal(h1, {4});
+  auto b1 = af::random_normal(h1, {4});
+  auto a2 = af::random_normal(h2, {4});
   CHECK(run_once(h1, a1).equals(run_once(h2, a2)));
   CHECK_FALSE(run_once(h1, a1).equals(run_once(h1, b1)));
 }
 
 TEST_CASE("random ops: different seeds differ, and no seed at all is nondeterministic") {
   af::Graph g;
-  auto a = af::random_uniform_op(g, {16}, 0, 1, 1);
-  auto b = af::random_uniform_op(g, {16}, 0, 1, 2);
-  auto free = af::random_uniform_op(g, {16});
+  auto a = af::random_uniform(g, {16}, 0, 1, 1);
+  auto b = af::random_uniform(g, {16}, 0, 1, 2);
+  auto free = af::random_uniform(g, {16});
   CHECK(free.node().attr_int("seed") == 0);
   CHECK(free.node().attr_int("seed2") == 0);
   CHECK_FALSE(run_once(g, a).equals(run_once(g, b)));
@@ -201,8 +201,8 @@ TEST_CASE("random ops: different seeds differ, and no seed at all is nondetermin
 
 TEST_CASE("two runs in one session draw different values") {
   af::Graph g;
-  std::vector<af::Output> ys = {af::random_normal_op(g, {10}, 0, 1, 3), af::random_uniform_op(g, {10}, 0, 1, 3),
-                                af::truncated_normal_op(g, {10}, 0, 1, 3)};
+  std::vector<af::Output> ys = {af::random_normal(g, {10}, 0, 1, 3), af::random_uniform(g, {10}, 0, 1, 3),
+                                af::truncated_normal(g, {10}, 0, 1, 3)};
   af::Session sess(g, each_backend());
   for (auto& y : ys) {
     auto first = sess.eval(y);
@@ -215,8 +215,8 @@ TEST_CASE("two runs in one session draw different values") {
 
 TEST_CASE("random values do not depend on the number of threads") {
   af::Graph g;
-  auto y = af::random_normal_op(g, {300, 301}, 0, 1, 11);
-  auto z = af::truncated_normal_op(g, {100001}, 0, 1, 11);
+  auto y = af::random_normal(g, {300, 301}, 0, 1, 11);
+  auto z = af::truncated_normal(g, {100001}, 0, 1, 11);
   af::SessionOptions one;
   one.intra_op_threads = 1;
   af::SessionOptions four;
@@ -227,8 +227,8 @@ TEST_CASE("random values do not depend on the number of threads") {
 
 TEST_CASE("random_normal: mean and stddev of 100k draws") {
   af::Graph g;
-  auto a = af::random_normal_op(g, {100000}, 3, 2, 5);
-  auto b = af::random_normal_op(g, {100, 1000}, -1, 0.5, 6, af::f64);
+  auto a = af::random_normal(g, {100000}, 3, 2, 5);
+  auto b = af::random_normal(g, {100, 1000}, -1, 0.5, 6, af::f64);
   CHECK(a.dtype() == af::f32);
   CHECK(b.dtype() == af::f64);
   auto out = aft::eval(g, {a, b});
@@ -243,8 +243,8 @@ TEST_CASE("random_normal: mean and stddev of 100k draws") {
 
 TEST_CASE("random_uniform: 100k draws lie in [min, max) with the right moments") {
   af::Graph g;
-  auto a = af::random_uniform_op(g, {100000}, -2, 3, 8);
-  auto b = af::random_uniform_op(g, {100000}, 0, 1, 9, af::f64);
+  auto a = af::random_uniform(g, {100000}, -2, 3, 8);
+  auto b = af::random_uniform(g, {100000}, 0, 1, 9, af::f64);
   auto out = aft::eval(g, {a, b});
   Moments ma = moments(out[0]), mb = moments(out[1]);
   CHECK(ma.min >= -2);
@@ -257,7 +257,7 @@ TEST_CASE("random_uniform: 100k draws lie in [min, max) with the right moments")
   CHECK(mb.max < 1);
   CHECK(mb.mean == doctest::Approx(0.5).epsilon(0.01));
   // Values on a tiny range still stay below maxval after rounding to f32.
-  auto tight = af::random_uniform_op(g, {10000}, 1, 1.0000001, 10);
+  auto tight = af::random_uniform(g, {10000}, 1, 1.0000001, 10);
   auto t = aft::eval1(g, tight);
   const float* p = t.data<float>();
   CHECK(std::all_of(p, p + t.num_elements(), [](float v) { return v >= 1.0f && v < 1.0000001f; }));
@@ -265,8 +265,8 @@ TEST_CASE("random_uniform: 100k draws lie in [min, max) with the right moments")
 
 TEST_CASE("truncated_normal never goes beyond 2 stddev") {
   af::Graph g;
-  auto a = af::truncated_normal_op(g, {100000}, 1, 2, 12);
-  auto b = af::truncated_normal_op(g, {1001}, 0, 0.1, 13, af::f64);
+  auto a = af::truncated_normal(g, {100000}, 1, 2, 12);
+  auto b = af::truncated_normal(g, {1001}, 0, 0.1, 13, af::f64);
   auto out = aft::eval(g, {a, b});
   Moments ma = moments(out[0]), mb = moments(out[1]);
   CHECK(ma.min >= 1 - 4 - 1e-5);
@@ -282,19 +282,19 @@ TEST_CASE("truncated_normal never goes beyond 2 stddev") {
 
 TEST_CASE("random ops: empty and scalar shapes, and build-time errors") {
   af::Graph g;
-  auto e = af::random_normal_op(g, {0, 3}, 0, 1, 1);
-  auto s = af::random_uniform_op(g, {}, 5, 6, 1);
+  auto e = af::random_normal(g, {0, 3}, 0, 1, 1);
+  auto s = af::random_uniform(g, {}, 5, 6, 1);
   auto out = aft::eval(g, {e, s});
   CHECK(out[0].shape() == af::Shape{0, 3});
   CHECK(out[1].shape() == af::Shape{});
   CHECK(out[1].item<float>() >= 5.0f);
   CHECK(out[1].item<float>() < 6.0f);
 
-  CHECK(contains(build_error([&] { af::random_normal_op(g, {-1, 3}); }), "[?,3]"));
-  CHECK(contains(build_error([&] { af::random_normal_op(g, {2}, 0, -1); }), "stddev"));
-  CHECK(contains(build_error([&] { af::random_uniform_op(g, {2}, 1, 0); }), "maxval"));
-  CHECK_THROWS_AS(af::random_uniform_op(g, {2}, 0, 1, -1, af::i32), af::Error);
-  CHECK_THROWS_AS(af::truncated_normal_op(g, {2}, std::nan(""), 1), af::Error);
+  CHECK(contains(build_error([&] { af::random_normal(g, {-1, 3}); }), "[?,3]"));
+  CHECK(contains(build_error([&] { af::random_normal(g, {2}, 0, -1); }), "stddev"));
+  CHECK(contains(build_error([&] { af::random_uniform(g, {2}, 1, 0); }), "maxval"));
+  CHECK_THROWS_AS(af::random_uniform(g, {2}, 0, 1, -1, af::i32), af::Error);
+  CHECK_THROWS_AS(af::truncated_normal(g, {2}, std::nan(""), 1), af::Error);
   const af::OpDef* def = af::OpRegistry::global().find("RandomNormal");
   REQUIRE(def);
   CHECK(def->stateful);

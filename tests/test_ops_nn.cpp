@@ -431,7 +431,7 @@ TEST_CASE("dropout: scaling, mask, seeds, and off at inference") {
   // Kept exactly where RandomUniform with the same seeds draws >= 1 - keep_prob.
   af::Graph g2;
   g2.set_seed(3);
-  auto u = af::random_uniform_op(g2, {40, 100}, 0, 1, 9);
+  auto u = af::random_uniform(g2, {40, 100}, 0, 1, 9);
   auto c = af::constant(g2, ones);
   auto d = af::dropout(c, 0.7, true, 9);
   auto r = aft::eval(g2, {u, d});

@@ -44,7 +44,7 @@ const std::vector<float> kG{0.5f, -1};
 Outcome run_dense(af::optim::Optimizer& opt, const std::vector<float>& w0, const std::vector<float>& g, int steps,
                   const af::SessionOptions& o = {}) {
   af::Graph gr;
-  auto w = af::variable(gr, af::tensor_init(af::Tensor::from_vector(w0, {static_cast<int64_t>(w0.size())})), "w");
+  auto w = af::variable(gr, af::Tensor::from_vector(w0, {static_cast<int64_t>(w0.size())}), "w");
   auto grad = af::constant(gr, g, {static_cast<int64_t>(g.size())}, "grad");
   af::Operation train = opt.apply_gradients({{af::Gradient{grad, {}, {}}, w}});
   CHECK(train.node().op == "NoOp");
@@ -67,7 +67,7 @@ const std::vector<int64_t> kIndices{2, 0, 2};
 
 Outcome run_sparse(af::optim::Optimizer& opt, int steps) {
   af::Graph gr;
-  auto w = af::variable(gr, af::tensor_init(af::Tensor::from_vector(kRows0, {3, 2})), "emb");
+  auto w = af::variable(gr, af::Tensor::from_vector(kRows0, {3, 2}), "emb");
   auto values = af::constant(gr, kValues, {3, 2}, "values");
   auto indices = af::constant(gr, kIndices, {3}, "indices");
   af::Operation train = opt.apply_gradients({{af::Gradient{{}, indices, values}, w}});
@@ -123,7 +123,7 @@ void check_against_rule(const Case& c) {
 double quadratic_error(af::optim::Optimizer& opt, int steps) {
   af::Graph g;
   const std::vector<float> target{1, -2, 3, 0.5f};
-  auto w = af::variable(g, af::zeros({4}), "w");
+  auto w = af::variable(g, af::zeros(g, {4}), "w");
   auto loss = af::reduce_sum(af::square(w - af::constant(g, target, {4}, "target")), {}, false, "loss");
   af::Operation train = opt.minimize(loss);
   af::Session sess(g);
@@ -263,8 +263,8 @@ TEST_CASE("Adam: bias-corrected moments through beta1_power and beta2_power") {
 
 TEST_CASE("Adam: the beta powers advance once per step") {
   af::Graph g;
-  auto w = af::variable(g, af::zeros({2}), "w");
-  auto v = af::variable(g, af::zeros({3}), "v");
+  auto w = af::variable(g, af::zeros(g, {2}), "w");
+  auto v = af::variable(g, af::zeros(g, {3}), "v");
   auto loss = af::reduce_sum(af::square(w - 1.0)) + af::reduce_sum(af::square(v + 2.0));
   af::optim::Adam opt(0.01, 0.8, 0.9);
   af::Operation train = opt.minimize(loss);
@@ -318,7 +318,7 @@ TEST_CASE("Ftrl: FTRL-Proximal with l1 and l2") {
 
 TEST_CASE("float64 variables are updated in float64") {
   af::Graph g;
-  auto w = af::variable(g, af::constant_init(1.0, {3}, af::f64), "w");
+  auto w = af::variable(g, {3}, af::constant_initializer(1.0, af::f64), "w");
   auto loss = af::reduce_sum(af::square(w));
   af::optim::Adam opt(0.1);
   af::Operation train = opt.minimize(loss);

@@ -39,7 +39,7 @@ TEST_CASE("slots: named after the variable, not trainable, initialized by run_in
   af::Output w;
   {
     af::NameScope scope(g, "dense");
-    w = af::variable(g, af::ones({2, 2}), "w");
+    w = af::variable(g, af::ones(g, {2, 2}), "w");
   }
   auto loss = af::reduce_sum(af::square(w));
   af::optim::Adam opt(0.1);
@@ -79,8 +79,8 @@ TEST_CASE("slots: named after the variable, not trainable, initialized by run_in
 TEST_CASE("minimize under control dependencies: slot initializers do not inherit them") {
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {}, "x");
-  auto w = af::variable(g, af::zeros({}), "w");
-  auto counter = af::variable(g, af::zeros({}), "counter", false);
+  auto w = af::variable(g, af::zeros(g, {}), "w");
+  auto counter = af::variable(g, af::zeros(g, {}), "counter", false);
   af::Operation bump = af::assign_add(counter, x);
   af::Operation train;
   af::optim::Momentum opt(0.1, 0.9);
@@ -104,7 +104,7 @@ TEST_CASE("global_step: one int64 variable per graph, +1 per minimize run") {
   CHECK(step.shape() == af::Shape{});
   CHECK(af::train::global_step(g).node_id() == step.node_id());
   CHECK_FALSE(in_collection(g, "trainable_variables", step));
-  auto w = af::variable(g, af::ones({3}), "w");
+  auto w = af::variable(g, af::ones(g, {3}), "w");
   auto loss = af::reduce_sum(af::square(w));
   af::optim::SGD opt(0.1);
   af::Operation train = opt.minimize(loss, {w}, step);
@@ -130,7 +130,7 @@ TEST_CASE("global_step: one int64 variable per graph, +1 per minimize run") {
 TEST_CASE("a loss fetched with the train op is the loss before the update") {
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {}, "x");
-  auto w = af::variable(g, af::constant_init(3, {}), "w");
+  auto w = af::variable(g, {}, af::constant_initializer(3), "w");
   auto loss = w * x;  // d loss / d w = x: the update does not read w
   af::optim::SGD opt(1.0);
   af::Operation train = opt.minimize(loss);
@@ -161,7 +161,7 @@ TEST_CASE("exponential_decay: lr * rate^(step / decay_steps), staircase floors t
     aft::check_close((*out)[1], {r.stairs});
   }
   // A tensor learning rate keeps its dtype.
-  auto lr64 = af::constant(g, 1.0, "lr64");
+  auto lr64 = af::constant(g, 1.0, af::f64, "lr64");
   auto d64 = af::train::exponential_decay(lr64, step, 2, 0.1, true);
   CHECK(d64.dtype() == af::f64);
   aft::check_close(fetch(sess, d64, {{step, af::Tensor::scalar(int64_t{5})}}), {0.01});
@@ -171,7 +171,7 @@ TEST_CASE("exponential_decay: lr * rate^(step / decay_steps), staircase floors t
 TEST_CASE("a decayed learning rate drives the optimizer, step by step") {
   af::Graph g;
   auto step = af::train::global_step(g);
-  auto w = af::variable(g, af::ones({}), "w");
+  auto w = af::variable(g, af::ones(g, {}), "w");
   auto lr = af::train::exponential_decay(0.1, step, 1, 0.5, true);
   af::optim::SGD opt(lr);
   af::Operation train = opt.minimize(w * 1.0, {}, step);  // gradient 1
@@ -185,7 +185,7 @@ TEST_CASE("a decayed learning rate drives the optimizer, step by step") {
 TEST_CASE("a placeholder learning rate is fed per run") {
   af::Graph g;
   auto lr = af::placeholder(g, af::f32, {}, "lr");
-  auto w = af::variable(g, af::zeros({2}, af::f64), "w");
+  auto w = af::variable(g, af::zeros(g, {2}, af::f64), "w");
   af::optim::GradientDescent opt(lr);
   af::Operation train = opt.minimize(af::reduce_sum(w * 2.0));  // f32 lr cast to f64
   af::Session sess(g);
@@ -224,7 +224,7 @@ TEST_CASE("clip_by_global_norm: scale by clip / max(norm, clip)") {
 
 TEST_CASE("clip_by_global_norm over grads and vars, then apply_gradients") {
   af::Graph g;
-  auto w = af::variable(g, af::zeros({2}), "w");
+  auto w = af::variable(g, af::zeros(g, {2}), "w");
   auto loss = af::reduce_sum(w * af::constant(g, std::vector<float>{30, 40}, {2}));  // gradient {30, 40}, norm 50
   af::optim::SGD opt(1.0);
   auto gv = opt.compute_gradients(loss);
@@ -239,7 +239,7 @@ TEST_CASE("clip_by_global_norm over grads and vars, then apply_gradients") {
 
 TEST_CASE("embeddings: the gradient of gather updates only the gathered rows") {
   af::Graph g;
-  auto emb = af::variable(g, af::tensor_init(af::Tensor::from_vector<float>({1, 1, 2, 2, 3, 3, 4, 4}, {4, 2})), "emb");
+  auto emb = af::variable(g, af::Tensor::from_vector<float>({1, 1, 2, 2, 3, 3, 4, 4}, {4, 2}), "emb");
   auto ids = af::placeholder(g, af::i64, {-1}, "ids");
   auto rows = af::gather(emb, ids);
   auto loss = af::reduce_sum(rows * af::constant(g, std::vector<float>{1, 2}, {2}));  // each row's gradient {1, 2}
@@ -264,10 +264,10 @@ TEST_CASE("embeddings: the gradient of gather updates only the gathered rows") {
 
 TEST_CASE("Apply ops: shape inference errors name the variables and inputs") {
   af::Graph g;
-  af::variable(g, af::zeros({2, 3}), "w");
-  af::variable(g, af::zeros({2, 3}), "acc");
-  af::variable(g, af::zeros({3}), "small");
-  af::variable(g, af::zeros({2}, af::i32), "iv");
+  af::variable(g, af::zeros(g, {2, 3}), "w");
+  af::variable(g, af::zeros(g, {2, 3}), "acc");
+  af::variable(g, af::zeros(g, {3}), "small");
+  af::variable(g, af::zeros(g, {2}, af::i32), "iv");
   auto lr = af::constant(g, 0.1f, "lr");
   auto grad = af::constant(g, af::Tensor::zeros(af::f32, {2, 3}), "grad");
   auto bad_grad = af::constant(g, af::Tensor::zeros(af::f32, {3, 2}), "bad_grad");
@@ -297,7 +297,7 @@ TEST_CASE("Apply ops: shape inference errors name the variables and inputs") {
   CHECK(g.add_node(spec("SparseApplyGradientDescent", {lr, rows, idx}, {{"variable", "w"}})).ok());
   CHECK(contains(build_error(g, spec("SparseApplyGradientDescent", {lr, rows4, idx}, {{"variable", "w"}})), "rows4"));
   CHECK(contains(build_error(g, spec("SparseApplyGradientDescent", {lr, rows, fidx}, {{"variable", "w"}})), "fidx"));
-  af::variable(g, af::zeros({}), "sv");
+  af::variable(g, af::zeros(g, {}), "sv");
   CHECK(contains(build_error(g, spec("SparseApplyGradientDescent", {lr, lr, idx}, {{"variable", "sv"}})), "scalar"));
   // Wrong input count.
   CHECK(contains(build_error(g, spec("ApplyAdam", {lr, grad}, {{"variable", "w"}, {"m", "acc"}, {"v", "small"}})), "7"));
@@ -306,7 +306,7 @@ TEST_CASE("Apply ops: shape inference errors name the variables and inputs") {
 TEST_CASE("Apply ops: runtime errors") {
   SUBCASE("uninitialized variable") {
     af::Graph g;
-    auto w = af::variable(g, af::zeros({2}), "w");
+    auto w = af::variable(g, af::zeros(g, {2}), "w");
     af::optim::SGD opt(0.1);
     af::Operation train = opt.minimize(af::reduce_sum(w));
     af::Session sess(g);  // no run_init
@@ -316,7 +316,7 @@ TEST_CASE("Apply ops: runtime errors") {
   }
   SUBCASE("Ftrl with a negative l1; Adam rejects beta1 = 1") {
     af::Graph g;
-    auto w = af::variable(g, af::zeros({2}), "w");
+    auto w = af::variable(g, af::zeros(g, {2}), "w");
     auto l1 = af::placeholder(g, af::f32, {}, "l1");
     af::optim::Ftrl opt(0.1, l1);
     af::Operation train = opt.minimize(af::reduce_sum(w));
@@ -330,7 +330,7 @@ TEST_CASE("Apply ops: runtime errors") {
   }
   SUBCASE("empty variables update to empty") {
     af::Graph g;
-    auto w = af::variable(g, af::zeros({0, 3}), "w");
+    auto w = af::variable(g, af::zeros(g, {0, 3}), "w");
     af::optim::RMSProp opt(0.1);
     af::Operation train = opt.minimize(af::reduce_sum(w) + af::reduce_sum(af::gather(w, af::constant(g, std::vector<int64_t>{}, {0}))));
     af::Session sess(g);
@@ -342,8 +342,8 @@ TEST_CASE("Apply ops: runtime errors") {
 
 TEST_CASE("minimize: errors at build time") {
   af::Graph g;
-  auto w = af::variable(g, af::zeros({2}), "w");
-  auto u = af::variable(g, af::zeros({2}), "unused");
+  auto w = af::variable(g, af::zeros(g, {2}), "w");
+  auto u = af::variable(g, af::zeros(g, {2}), "unused");
   auto c = af::constant(g, 1.0f, "c");
   af::optim::SGD opt(0.1);
   // No variable the loss depends on: names the variables.
@@ -355,7 +355,7 @@ TEST_CASE("minimize: errors at build time") {
   }
   CHECK_THROWS_AS((void)opt.minimize(af::reduce_sum(w), {c}), af::Error);  // not a variable
   CHECK_THROWS_AS((void)opt.minimize(af::Output()), af::Error);
-  auto iw = af::variable(g, af::zeros({}, af::i64), "iw");
+  auto iw = af::variable(g, af::zeros(g, {}, af::i64), "iw");
   CHECK_THROWS_AS((void)opt.minimize(af::cast(iw, af::f32), {iw}), af::Error);
   CHECK_THROWS_AS((void)opt.minimize(af::reduce_sum(w), {}, w), af::Error);  // a float global step
   // Only w has a gradient: unused is skipped, w updated.
@@ -367,8 +367,8 @@ TEST_CASE("minimize: errors at build time") {
 
 TEST_CASE("a training graph survives a GraphDef round trip and trains the same") {
   af::Graph g;
-  auto w = af::variable(g, af::tensor_init(af::Tensor::from_vector<float>({1, 2, 3}, {3})), "w");
-  auto emb = af::variable(g, af::tensor_init(af::Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})), "emb");
+  auto w = af::variable(g, af::Tensor::from_vector<float>({1, 2, 3}, {3}), "w");
+  auto emb = af::variable(g, af::Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), "emb");
   auto ids = af::constant(g, std::vector<int64_t>{1, 1}, {2}, "ids");
   auto loss = af::reduce_sum(af::square(w)) + af::reduce_sum(af::square(af::gather(emb, ids)));
   auto step = af::train::global_step(g);

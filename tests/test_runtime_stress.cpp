@@ -22,7 +22,7 @@ long rss_kib() {
 TEST_CASE("10,000 steps: memory flat, nothing hangs") {
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {-1}, "x");
-  auto v = af::variable(g, af::zeros({256}), "acc");
+  auto v = af::variable(g, af::zeros(g, {256}), "acc");
   auto y = af::maximum(x * 2.0, x + 1.0);
   auto upd = af::assign_add(v, y);
   auto total = af::add_n({y, x, upd});

@@ -56,11 +56,11 @@ double stddev_of(const af::Tensor& t, double* mean_out = nullptr) {
 
 TEST_CASE("constant initializers: zeros, ones, constant_init, tensor_init") {
   af::Graph g;
-  auto z = af::variable(g, af::zeros({2, 3}), "z");
-  auto o = af::variable(g, af::ones({3}, af::i32), "o");
-  auto c = af::variable(g, af::constant_init(2.5, {2, 2}, af::f64), "c");
-  auto t = af::variable(g, af::tensor_init(af::Tensor::from_vector<float>({1, 2, 3}, {3})), "t");
-  auto s = af::variable(g, af::constant_init(-4, {}, af::i64), "s");
+  auto z = af::variable(g, af::zeros(g, {2, 3}), "z");
+  auto o = af::variable(g, af::ones(g, {3}, af::i32), "o");
+  auto c = af::variable(g, {2, 2}, af::constant_initializer(2.5, af::f64), "c");
+  auto t = af::variable(g, af::Tensor::from_vector<float>({1, 2, 3}, {3}), "t");
+  auto s = af::variable(g, {}, af::constant_initializer(-4, af::i64), "s");
   CHECK(z.shape() == af::Shape{2, 3});
   CHECK(o.dtype() == af::i32);
   CHECK(c.node().op == "VariableV2");
@@ -75,11 +75,11 @@ TEST_CASE("constant initializers: zeros, ones, constant_init, tensor_init") {
 
 TEST_CASE("random initializers: normal, uniform, truncated, glorot") {
   af::Graph g;
-  auto n = af::variable(g, af::random_normal({20000}, 1, 0.1, 3), "n");
-  auto u = af::variable(g, af::random_uniform({20000}, -3, -1, 3), "u");
-  auto tn = af::variable(g, af::truncated_normal({20000}, 0, 1, 3), "tn");
-  auto gu = af::variable(g, af::glorot_uniform({30, 50}, 4), "gu");
-  auto gn = af::variable(g, af::glorot_normal({200, 300}, 5), "gn");
+  auto n = af::variable(g, af::random_normal(g, {20000}, 1, 0.1, 3), "n");
+  auto u = af::variable(g, af::random_uniform(g, {20000}, -3, -1, 3), "u");
+  auto tn = af::variable(g, af::truncated_normal(g, {20000}, 0, 1, 3), "tn");
+  auto gu = af::variable(g, {30, 50}, af::glorot_uniform_initializer(4), "gu");
+  auto gn = af::variable(g, {200, 300}, af::glorot_normal_initializer(5), "gn");
   auto out = aft::eval(g, {n, u, tn, gu, gn});
 
   double mean;
@@ -116,8 +116,8 @@ TEST_CASE("random initializers: normal, uniform, truncated, glorot") {
 
 TEST_CASE("seeded initializers replay in a fresh session; unseeded ones do not") {
   af::Graph g;
-  auto seeded = af::variable(g, af::random_normal({8}, 0, 1, 77), "seeded");
-  auto free = af::variable(g, af::random_uniform({8}), "free");
+  auto seeded = af::variable(g, af::random_normal(g, {8}, 0, 1, 77), "seeded");
+  auto free = af::variable(g, af::random_uniform(g, {8}), "free");
   af::Tensor a1, a2, f1, f2;
   {
     af::Session s(g);
@@ -137,7 +137,7 @@ TEST_CASE("seeded initializers replay in a fresh session; unseeded ones do not")
 
 TEST_CASE("values persist across runs and assign replaces them") {
   af::Graph g;
-  auto w = af::variable(g, af::constant_init(1, {2}), "w");
+  auto w = af::variable(g, {2}, af::constant_initializer(1), "w");
   auto set = af::assign(w, af::constant(g, std::vector<float>{5, 6}, {2}));
   af::Session sess(g, each_backend());
   REQUIRE(sess.run_init().ok());
@@ -157,7 +157,7 @@ TEST_CASE("values persist across runs and assign replaces them") {
 
 TEST_CASE("reading or updating a variable before run_init fails naming the variable") {
   af::Graph g;
-  auto w = af::variable(g, af::zeros({3}), "weights");
+  auto w = af::variable(g, af::zeros(g, {3}), "weights");
   auto inc = af::assign_add(w, af::constant(g, 1.0f));
   af::Session sess(g, each_backend());
   auto r = sess.eval(w);
@@ -173,9 +173,9 @@ TEST_CASE("reading or updating a variable before run_init fails naming the varia
 
 TEST_CASE("assign_add accumulates over 10 runs; assign_sub takes away") {
   af::Graph g;
-  auto counter = af::variable(g, af::zeros({}), "counter");
+  auto counter = af::variable(g, af::zeros(g, {}), "counter");
   auto inc = af::assign_add(counter, af::constant(g, 1.0f));
-  auto vec = af::variable(g, af::zeros({3}, af::i32), "vec");
+  auto vec = af::variable(g, af::zeros(g, {3}, af::i32), "vec");
   auto step = af::assign_add(vec, af::constant(g, af::Tensor::from_vector<int32_t>({1, 2, 3}, {3})));
   auto bump = af::assign_add(vec, af::constant(g, 10));  // a scalar adds to every element
   auto dec = af::assign_sub(vec, af::constant(g, af::Tensor::from_vector<int32_t>({1, 1, 1}, {3})));
@@ -196,7 +196,7 @@ TEST_CASE("assign_add accumulates over 10 runs; assign_sub takes away") {
 
 TEST_CASE("a snapshot read before an update is not changed by the update") {
   af::Graph g;
-  auto w = af::variable(g, af::constant_init(1, {4}), "w");
+  auto w = af::variable(g, {4}, af::constant_initializer(1), "w");
   auto inc = af::assign_add(w, af::constant(g, std::vector<float>{1, 2, 3, 4}, {4}));
   af::Session sess(g, each_backend());
   REQUIRE(sess.run_init().ok());
@@ -213,9 +213,9 @@ TEST_CASE("a snapshot read before an update is not changed by the update") {
 
 TEST_CASE("variable collections hold the right nodes") {
   af::Graph g;
-  auto w = af::variable(g, af::zeros({2}), "w");
-  auto b = af::variable(g, af::zeros({1}), "b");
-  auto step = af::variable(g, af::zeros({}, af::i64), "global_step", /*trainable=*/false);
+  auto w = af::variable(g, af::zeros(g, {2}), "w");
+  auto b = af::variable(g, af::zeros(g, {1}), "b");
+  auto step = af::variable(g, af::zeros(g, {}, af::i64), "global_step", /*trainable=*/false);
   CHECK(g.collection("variables") == std::vector<int>{w.node_id(), b.node_id(), step.node_id()});
   CHECK(g.collection("trainable_variables") == std::vector<int>{w.node_id(), b.node_id()});
   CHECK_FALSE(in_collection(g, "trainable_variables", step.node_id()));
@@ -238,12 +238,12 @@ TEST_CASE("names under a NameScope") {
   af::Output w, w2, inner;
   {
     af::NameScope s(g, "scope");
-    w = af::variable(g, af::ones({2}), "w");
-    w2 = af::variable(g, af::ones({2}), "w");
+    w = af::variable(g, af::ones(g, {2}), "w");
+    w2 = af::variable(g, af::ones(g, {2}), "w");
     af::NameScope s2(g, "inner");
-    inner = af::variable(g, af::zeros({1}), "v");
+    inner = af::variable(g, af::zeros(g, {1}), "v");
   }
-  auto top = af::variable(g, af::zeros({1}), "w");
+  auto top = af::variable(g, af::zeros(g, {1}), "w");
   CHECK(w.node().name == "scope/w");
   CHECK(w2.node().name == "scope/w_1");
   CHECK(inner.node().name == "scope/inner/v");
@@ -263,7 +263,7 @@ TEST_CASE("names under a NameScope") {
 
 TEST_CASE("variable and update build-time errors name the nodes") {
   af::Graph g;
-  auto w = af::variable(g, af::zeros({2}), "w");
+  auto w = af::variable(g, af::zeros(g, {2}), "w");
   auto notvar = af::constant(g, std::vector<float>{1, 2}, {2}, "notvar");
   auto err = [](auto&& f) -> std::string {
     try {
@@ -279,5 +279,5 @@ TEST_CASE("variable and update build-time errors name the nodes") {
   CHECK(contains(e, "'w'"));
   e = err([&] { af::assign_add(w, af::constant(g, 1)); });
   CHECK(contains(e, "int32"));
-  CHECK_THROWS_AS(af::variable(g, af::zeros({-1, 2}), "partial"), af::Error);
+  CHECK_THROWS_AS(af::variable(g, af::zeros(g, {-1, 2}), "partial"), af::Error);
 }

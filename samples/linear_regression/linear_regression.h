@@ -46,8 +46,8 @@ inline af::Result<Fit> train(const Data& d, int epochs, double lr,
   af::Graph g;
   auto X = af::placeholder(g, af::f32, af::Shape{}, "X");
   auto Y = af::placeholder(g, af::f32, af::Shape{}, "Y");
-  auto w = af::variable(g, af::zeros({}), "w");
-  auto b = af::variable(g, af::zeros({}), "b");
+  auto w = af::variable(g, af::zeros(g, {}), "w");
+  auto b = af::variable(g, af::zeros(g, {}), "b");
   auto y_pred = X * w + b;
   auto loss = af::square(Y - y_pred, "loss");
   af::optim::SGD opt(lr);

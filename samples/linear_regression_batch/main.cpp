@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   af::Graph g;
   auto X = af::placeholder(g, af::f32, {-1, 1}, "X");
   auto Y = af::placeholder(g, af::f32, {-1, 1}, "Y");
-  auto w = af::variable(g, af::zeros({1}), "w");
+  auto w = af::variable(g, af::zeros(g, {1}), "w");
   auto y_pred = af::mul(X, w, "y_pred");
   auto loss = af::reduce_mean(af::reduce_sum(af::square(Y - y_pred), {1}), {}, false, "loss");
   auto step = af::train::global_step(g);

@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
   af::Output wide_logit, wide_w, wide_b;
   {
     af::NameScope s(g, "wide");
-    wide_w = af::variable(g, af::zeros({wide_size, 1}), "weights");
-    wide_b = af::variable(g, af::zeros({1}), "bias");
+    wide_w = af::variable(g, af::zeros(g, {wide_size, 1}), "weights");
+    wide_b = af::variable(g, af::zeros(g, {1}), "bias");
     auto all_ids = af::concat({ids, crossed}, 1);                       // [N, F + F/2]
     auto w = af::embedding_lookup(wide_w, all_ids);                     // [N, F + F/2, 1]
     wide_logit = af::reshape(af::reduce_sum(w, {1, 2}), {-1}) + wide_b;  // [N]
@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
   af::Output deep_logit;
   std::vector<af::Output> deep_vars;
   {
-    af::NameScope s(g, "deep");
-    auto emb = af::variable(g, af::truncated_normal({nf * kBuckets, 4}, 0, 0.1, f.seed), "embeddings");
+    af::VariableScope s(g, "deep");  // names the layers' variables "deep/..." too
+    auto emb = af::variable(g, af::truncated_normal(g, {nf * kBuckets, 4}, 0, 0.1, f.seed), "embeddings");
     auto e = af::reshape(af::embedding_lookup(emb, ids), {-1, nf * 4});
     af::Output h = af::concat({e, m.x}, 1);
     int layer = 0;

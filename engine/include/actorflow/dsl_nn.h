@@ -51,9 +51,10 @@ struct BatchNormOptions {
   std::string name = "batch_norm";
 };
 
-// Batch normalization with learned gamma/beta and moving statistics, all variables under
-// the name scope opts.name: "<scope>/gamma", "<scope>/beta" (trainable),
-// "<scope>/moving_mean" (zeros), "<scope>/moving_variance" (ones) (not trainable).
+// Batch normalization with learned gamma/beta and moving statistics, all made by
+// get_variable under the variable scope opts.name (made unique as a layer's):
+// "<scope>/gamma", "<scope>/beta" (trainable), "<scope>/moving_mean" (zeros),
+// "<scope>/moving_variance" (ones) (not trainable).
 // training = true: normalizes with the batch statistics, and builds the updates
 // moving -= (moving - batch) * (1 - decay) (AssignSub ops, added to the "update_ops"
 // collection and, with attach_updates, attached to the output).

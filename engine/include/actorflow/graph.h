@@ -59,6 +59,8 @@ class Output {
   Graph* graph() const { return graph_; }
   int node_id() const { return node_; }
   int index() const { return index_; }
+  // False for a default-constructed Output; node(), dtype(), shape() and name() then
+  // throw af::Error saying so.
   bool valid() const { return graph_ != nullptr; }
   const Node& node() const;
   DType dtype() const;
@@ -90,6 +92,11 @@ class Operation {
   int node_ = -1;
 };
 
+// How get_variable treats a variable that exists (TF1's `reuse` of a variable_scope):
+// inherit the enclosing scope's mode (the root creates), share it, or share it when it
+// exists and create it otherwise.
+enum class VarReuse { inherit, reuse, auto_reuse };
+
 // What the DSL asks the graph to add.
 struct NodeSpec {
   std::string op;
@@ -101,7 +108,8 @@ struct NodeSpec {
 
 class Graph {
  public:
-  Graph();
+  // `name` only labels the graph in messages; every graph also gets a process-unique id.
+  explicit Graph(std::string name = {});
   ~Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -114,6 +122,16 @@ class Graph {
   Result<Operation> add_node_raw(Node node);
   // Adds a control edge after the fact; fails if it would create a cycle.
   Status add_control_input(int node, int dep);
+
+  uint64_t id() const { return id_; }
+  const std::string& name() const { return name_; }
+  // How messages name the graph: "graph #3" or "graph 'train' (#3)".
+  std::string label() const;
+
+  // OK when the handle names a node of this graph; otherwise a message naming `what`
+  // ("fetch", "feed", ...), the node and both graphs, or saying the handle is invalid.
+  Status check_owns(const Output& o, const std::string& what) const;
+  Status check_owns(const Operation& op, const std::string& what) const;
 
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   const Node& node(int id) const { return *nodes_[static_cast<size_t>(id)]; }
@@ -136,6 +154,9 @@ class Graph {
   // What unique_name would return, without reserving it.
   std::string peek_unique_name(const std::string& base) const;
   std::string current_name_scope() const;
+  // A scope is made unique among its siblings ("dense", "dense_1"), except one ending in
+  // "/", which is taken as the whole prefix as it stands (TF's rule), e.g. "dense/w/";
+  // "/" alone is the root.
   void push_name_scope(const std::string& s);
   void pop_name_scope();
   void push_device(const std::string& d);
@@ -143,6 +164,23 @@ class Graph {
   const std::string& current_device() const;
   void push_control_dependencies(std::vector<Operation> deps);
   void pop_control_dependencies();
+
+  // Variable scopes (VariableScope in variables.h) and the variables get_variable made.
+  struct VarScope {
+    std::string name;  // full, "" at the root
+    VarReuse reuse = VarReuse::inherit;  // resolved: never inherit below the root
+  };
+  const VarScope& variable_scope() const;
+  // Opens a variable scope under the current one and returns its full name: `name` as
+  // given, or with `unique`, `name` made unique among the scopes opened under the current
+  // one since it was last entered ("dense", "dense_1"). Entering a scope restarts that
+  // count for its own subscopes, so a model built twice gets the same names twice. An
+  // empty name re-enters the current scope (to change its reuse).
+  std::string push_variable_scope(const std::string& name, VarReuse reuse, bool unique);
+  void pop_variable_scope();
+  // The VariableV2 node get_variable made under the full name `name`, or -1.
+  int stored_variable(const std::string& name) const;
+  void store_variable(const std::string& name, int node) { var_store_[name] = node; }
 
   // Named lists of nodes, as TF's collections ("variables", "init_ops", ...).
   void add_to_collection(const std::string& key, int node);
@@ -171,14 +209,21 @@ class Graph {
 
  private:
   Status infer(Node& node) const;
+  // "input 'x:0' belongs to graph #2, not to graph #1 where ..." and friends.
+  std::string foreign(const std::string& what, const Graph* other) const;
+  uint64_t id_;
+  std::string name_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<std::string, int> by_name_;
   std::map<std::string, int> name_counts_;
   std::map<std::string, int> scope_counts_;
-  std::vector<std::string> name_scopes_;
+  std::vector<std::string> name_scopes_;  // each a full prefix ending in "/"
   std::vector<std::string> devices_;
   std::vector<std::vector<Operation>> control_scopes_;
   std::map<std::string, std::vector<int>> collections_;
+  std::vector<VarScope> var_scopes_;
+  std::map<std::string, int> var_scope_counts_;
+  std::map<std::string, int> var_store_;
   uint64_t version_ = 0;
   int64_t seed_ = -1;
   int64_t op_seed_counter_ = 0;

@@ -1,7 +1,10 @@
-// Layers in the style of tf.layers: each call opens a name scope (uniquified: "dense",
-// "dense_1", ...) and creates its variables under it, e.g. "dense/kernel" and
-// "dense/bias". Weights start glorot-uniform (seeded by the graph-seed rule), biases at
-// zero; variables take the input's dtype.
+// Layers in the style of tf.layers: each call opens a variable scope (made unique:
+// "dense", "dense_1", ...; see VariableScope::unique) and creates its variables with
+// get_variable under it, e.g. "dense/kernel" and "dense/bias". As in TF1, the enclosing
+// variable scopes name the variables and name scopes do not, and a model built again
+// under a reusing VariableScope shares the first build's variables. Weights start
+// glorot-uniform (seeded by the graph-seed rule), biases at zero; variables take the
+// input's dtype.
 #pragma once
 #include <functional>
 #include <string>

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <ostream>
 
@@ -63,6 +64,64 @@ Tensor Tensor::filled(DType dtype, Shape shape, double value) {
 }
 
 DeviceId Tensor::device() const { return buffer_ ? buffer_->device() : DeviceId{}; }
+
+namespace {
+// What from_blob hands Buffer as its release argument: the user's deleter, owned.
+void run_deleter(void* data, void* arg) {
+  auto* deleter = static_cast<std::function<void(void*)>*>(arg);
+  if (*deleter) (*deleter)(data);
+  delete deleter;
+}
+}  // namespace
+
+Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)> deleter) {
+  if (!is_numeric(dtype) && dtype != DType::boolean)
+    throw Error(invalid_argument(std::string("Tensor::from_blob: dtype ") + dtype_name(dtype) +
+                                 " cannot wrap raw memory (numeric and bool only)"));
+  if (!shape.is_fully_defined())
+    throw Error(invalid_argument("Tensor::from_blob: shape " + shape.to_string() + " is not fully defined"));
+  const size_t bytes = static_cast<size_t>(shape.num_elements()) * dtype_size(dtype);
+  if (!data && bytes > 0) throw Error(invalid_argument("Tensor::from_blob: null data for shape " + shape.to_string()));
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0)
+    throw Error(invalid_argument(std::string("Tensor::from_blob: data is not aligned for ") + dtype_name(dtype)));
+  auto* owned = new std::function<void(void*)>(std::move(deleter));
+  auto buffer = std::make_shared<Buffer>(data, bytes, cpu_allocator()->device(), &run_deleter, owned);
+  return Tensor(dtype, std::move(shape), std::move(buffer));
+}
+
+std::string Tensor::type_string() const {
+  if (!valid()) return "an empty Tensor (default-constructed, or the result of fetching an operation)";
+  return std::string(dtype_name(dtype_)) + shape_.to_string();
+}
+
+void Tensor::throw_dtype_mismatch(const std::string& want) const {
+  throw Error(invalid_argument("expected " + want + " but the tensor is " + type_string()));
+}
+
+void Tensor::throw_not_one_element() const {
+  throw Error(invalid_argument("expected a tensor with one element but the tensor is " + type_string() + " (" +
+                               std::to_string(num_elements_) + " elements)"));
+}
+
+void Tensor::check_rank(int n) const {
+  if (rank() != n)
+    throw Error(invalid_argument("expected a tensor of rank " + std::to_string(n) + " but the tensor is " +
+                                 type_string()));
+}
+
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  if (!valid() || rank() < 1)
+    throw Error(invalid_argument("slice_rows: expected a tensor of rank >= 1 but the tensor is " + type_string()));
+  if (begin < 0 || begin > end || end > dim(0))
+    throw Error(out_of_range("slice_rows: rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                             ") are not within the " + std::to_string(dim(0)) + " rows of " + type_string()));
+  std::vector<int64_t> dims = shape_.dims();
+  int64_t row = 1;
+  for (size_t d = 1; d < dims.size(); ++d) row *= dims[d];
+  dims[0] = end - begin;
+  return Tensor(dtype_, Shape(std::move(dims)), buffer_,
+                offset_ + static_cast<size_t>(begin * row) * dtype_size(dtype_));
+}
 
 void* Tensor::raw_data() const {
   return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr;

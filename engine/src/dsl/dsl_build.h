@@ -21,7 +21,8 @@ inline Output add(Graph& g, const std::string& op, const std::string& name, std:
 }
 
 inline Graph& graph_of(const Output& x) {
-  if (!x.valid()) throw Error(invalid_argument("an empty Output was passed to an op"));
+  if (!x.valid())
+    throw Error(invalid_argument("an invalid Output was passed to an op: it was default-constructed and names no node"));
   return *x.graph();
 }
 
@@ -38,6 +39,17 @@ inline std::map<std::string, AttrValue> seed_attrs(Graph& g, int64_t seed) {
     s2 = g.next_op_seed();
   }
   return {{"seed", s1}, {"seed2", s2}};
+}
+
+// A RandomNormal / RandomUniform / TruncatedNormal node with its two parameters.
+inline Output random_op(Graph& g, const std::string& op, Shape shape, const std::string& ka, double a,
+                        const std::string& kb, double b, int64_t seed, DType dtype, const std::string& name) {
+  auto attrs = seed_attrs(g, seed);
+  attrs["shape"] = std::move(shape);
+  attrs["dtype"] = dtype;
+  attrs[ka] = a;
+  attrs[kb] = b;
+  return add(g, op, name, {}, std::move(attrs));
 }
 
 }  // namespace actorflow::dsl

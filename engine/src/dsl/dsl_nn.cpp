@@ -49,11 +49,14 @@ Output batch_norm_impl(const Output& x, const Output* flag, bool training, const
   if (!(o.decay >= 0 && o.decay <= 1)) throw Error(invalid_argument(what + "decay must be in [0, 1]"));
   const int64_t c = s.dim(s.rank() - 1);
   const DType t = x.dtype();
-  NameScope scope(g, o.name);
-  Output gamma = o.scale ? variable(g, ones({c}, t), "gamma") : constant(g, Tensor::filled(t, {c}, 1.0), "gamma");
-  Output beta = o.center ? variable(g, zeros({c}, t), "beta") : constant(g, Tensor::filled(t, {c}, 0.0), "beta");
-  Output moving_mean = variable(g, zeros({c}, t), "moving_mean", false);
-  Output moving_var = variable(g, ones({c}, t), "moving_variance", false);
+  // Through get_variable, so a reusing VariableScope shares the statistics too.
+  VariableScope scope = VariableScope::unique(g, o.name);
+  Output gamma = o.scale ? get_variable(g, "gamma", {c}, ones_initializer(t))
+                         : constant(g, Tensor::filled(t, {c}, 1.0), "gamma");
+  Output beta = o.center ? get_variable(g, "beta", {c}, zeros_initializer(t))
+                         : constant(g, Tensor::filled(t, {c}, 0.0), "beta");
+  Output moving_mean = get_variable(g, "moving_mean", {c}, zeros_initializer(t), false);
+  Output moving_var = get_variable(g, "moving_variance", {c}, ones_initializer(t), false);
   FusedBatchNormOutputs bn = fused_impl(x, gamma, beta, moving_mean, moving_var, flag, o.epsilon, flag ? true : training,
                                         "FusedBatchNorm");
   if (!flag && !training) return bn.y;

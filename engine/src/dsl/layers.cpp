@@ -33,21 +33,16 @@ int64_t last_dim(const Output& x, const std::string& layer, const char* what) {
   return s.dim(s.rank() - 1);
 }
 
-Initializer with_dtype(Initializer i, DType t) {
-  i.dtype = t;
-  return i;
-}
-
 }  // namespace
 
 Output dense(const Output& x, int64_t units, Activation activation, const std::string& name, bool use_bias) {
   const int64_t in = last_dim(x, "dense '" + name + "'", "feature size");
   if (units < 1) throw Error(invalid_argument("dense '" + name + "': units must be positive, got " + std::to_string(units)));
   Graph& g = *x.graph();
-  NameScope scope(g, name);
-  Output kernel = variable(g, with_dtype(glorot_uniform({in, units}), x.dtype()), "kernel");
+  VariableScope scope = VariableScope::unique(g, name);
+  Output kernel = get_variable(g, "kernel", {in, units}, glorot_uniform_initializer(-1, x.dtype()));
   Output y = matmul(x, kernel, false, false, "MatMul");
-  if (use_bias) y = bias_add(y, variable(g, zeros({units}, x.dtype()), "bias"));
+  if (use_bias) y = bias_add(y, get_variable(g, "bias", {units}, zeros_initializer(x.dtype())));
   return activation(y);
 }
 
@@ -59,11 +54,11 @@ Output conv2d(const Output& x, int64_t filters, std::vector<int64_t> kernel_size
   if (kernel_size.size() != 2 || kernel_size[0] < 1 || kernel_size[1] < 1)
     throw Error(invalid_argument(what + ": kernel_size must be two positive sizes {kh, kw}"));
   Graph& g = *x.graph();
-  NameScope scope(g, name);
-  Output kernel =
-      variable(g, with_dtype(glorot_uniform({kernel_size[0], kernel_size[1], c, filters}), x.dtype()), "kernel");
+  VariableScope scope = VariableScope::unique(g, name);
+  Output kernel = get_variable(g, "kernel", {kernel_size[0], kernel_size[1], c, filters},
+                               glorot_uniform_initializer(-1, x.dtype()));
   Output y = actorflow::conv2d(x, kernel, std::move(strides), padding, "Conv2D");
-  if (use_bias) y = bias_add(y, variable(g, zeros({filters}, x.dtype()), "bias"));
+  if (use_bias) y = bias_add(y, get_variable(g, "bias", {filters}, zeros_initializer(x.dtype())));
   return activation(y);
 }
 

@@ -1,6 +1,7 @@
 #include "actorflow/graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "actorflow/op_registry.h"
@@ -71,17 +72,55 @@ const Tensor* Node::attr_tensor(const std::string& key) const {
 
 // ---- handles ----
 
-const Node& Output::node() const { return graph_->node(node_); }
+namespace {
+[[noreturn]] void throw_invalid_handle(const char* what) {
+  throw Error(invalid_argument(std::string("invalid ") + what +
+                               ": it was default-constructed and names no node of any graph"));
+}
+}  // namespace
+
+const Node& Output::node() const {
+  if (!graph_) throw_invalid_handle("Output");
+  return graph_->node(node_);
+}
 DType Output::dtype() const { return node().output_dtypes[static_cast<size_t>(index_)]; }
 const Shape& Output::shape() const { return node().output_shapes[static_cast<size_t>(index_)]; }
 std::string Output::name() const { return node().name + ":" + std::to_string(index_); }
-const Node& Operation::node() const { return graph_->node(node_); }
+const Node& Operation::node() const {
+  if (!graph_) throw_invalid_handle("Operation");
+  return graph_->node(node_);
+}
 const std::string& Operation::name() const { return node().name; }
 
 // ---- Graph ----
 
-Graph::Graph() = default;
+namespace {
+std::atomic<uint64_t> next_graph_id{1};
+}  // namespace
+
+Graph::Graph(std::string name) : id_(next_graph_id++), name_(std::move(name)) {}
 Graph::~Graph() = default;
+
+std::string Graph::label() const {
+  std::string id = "#" + std::to_string(id_);
+  return name_.empty() ? "graph " + id : "graph '" + name_ + "' (" + id + ")";
+}
+
+Status Graph::check_owns(const Output& o, const std::string& what) const {
+  if (!o.valid()) return invalid_argument(what + " is an invalid Output: it was default-constructed and names no node");
+  if (o.graph() != this) return invalid_argument(foreign(what + " '" + o.name() + "'", o.graph()));
+  return Status::OK();
+}
+
+Status Graph::check_owns(const Operation& op, const std::string& what) const {
+  if (!op.valid()) return invalid_argument(what + " is an invalid Operation: it was default-constructed and names no node");
+  if (op.graph() != this) return invalid_argument(foreign(what + " '" + op.name() + "'", op.graph()));
+  return Status::OK();
+}
+
+std::string Graph::foreign(const std::string& what, const Graph* other) const {
+  return what + " belongs to " + other->label() + ", not to " + label();
+}
 
 const Node* Graph::find_node(const std::string& name) const {
   auto it = by_name_.find(name);
@@ -109,13 +148,15 @@ Result<Output> Graph::find_output(const std::string& name) {
 
 const OpDef* Graph::op_def(int node) const { return OpRegistry::global().find(this->node(node).op); }
 
-std::string Graph::current_name_scope() const {
-  std::string s;
-  for (auto& p : name_scopes_) s += p + "/";
-  return s;
-}
+std::string Graph::current_name_scope() const { return name_scopes_.empty() ? std::string() : name_scopes_.back(); }
 
 void Graph::push_name_scope(const std::string& s) {
+  if (!s.empty() && s.back() == '/') {
+    // Absolute: "/" alone is the root.
+    if (s.size() > 1) scope_counts_.emplace(s.substr(0, s.size() - 1), 0);
+    name_scopes_.push_back(s.size() > 1 ? s : std::string());
+    return;
+  }
   // Scopes are unique like node names: a second "dense" scope becomes "dense_1".
   // A scope may share its name with a node ("w" and "w/Assign"), but two scopes opened
   // under the same name get "name", "name_1", ...
@@ -127,7 +168,7 @@ void Graph::push_name_scope(const std::string& s) {
     while (scope_counts_.count(full));
   }
   scope_counts_.emplace(full, 0);
-  name_scopes_.push_back(full.substr(prefix.size()));
+  name_scopes_.push_back(full + "/");
 }
 void Graph::pop_name_scope() { name_scopes_.pop_back(); }
 void Graph::push_device(const std::string& d) { devices_.push_back(d); }
@@ -157,6 +198,40 @@ std::string Graph::unique_name(const std::string& base) {
   }
   name_counts_.emplace(name, 0);
   return name;
+}
+
+const Graph::VarScope& Graph::variable_scope() const {
+  static const VarScope root;
+  return var_scopes_.empty() ? root : var_scopes_.back();
+}
+
+std::string Graph::push_variable_scope(const std::string& name, VarReuse reuse, bool unique) {
+  const VarScope& parent = variable_scope();
+  std::string full = parent.name;
+  if (!name.empty()) {
+    const std::string prefix = parent.name.empty() ? "" : parent.name + "/";
+    full = prefix + name;
+    if (unique && var_scope_counts_[full] > 0) {
+      int i = 1;
+      while (var_scope_counts_[prefix + name + "_" + std::to_string(i)] > 0) ++i;
+      full = prefix + name + "_" + std::to_string(i);
+    }
+  }
+  ++var_scope_counts_[full];
+  // Entering restarts the count of the scopes under this one (TF's
+  // close_variable_subscopes): a model built again here gets the same names again.
+  const std::string under = full.empty() ? "" : full + "/";
+  for (auto& [k, count] : var_scope_counts_)
+    if (k != full && k.compare(0, under.size(), under) == 0) count = 0;
+  var_scopes_.push_back({full, reuse == VarReuse::inherit ? parent.reuse : reuse});
+  return full;
+}
+
+void Graph::pop_variable_scope() { var_scopes_.pop_back(); }
+
+int Graph::stored_variable(const std::string& name) const {
+  auto it = var_store_.find(name);
+  return it == var_store_.end() ? -1 : it->second;
 }
 
 void Graph::add_to_collection(const std::string& key, int node) { collections_[key].push_back(node); }
@@ -212,14 +287,18 @@ Result<Operation> Graph::add_node(NodeSpec spec) {
   node->attrs = std::move(spec.attrs);
   for (const Output& in : spec.inputs) {
     if (!in.valid())
-      return invalid_argument(spec.op + " '" + base + "': an input is an empty Output");
+      return invalid_argument(spec.op + " '" + base + "': input " + std::to_string(node->inputs.size()) +
+                              " is an invalid Output (default-constructed; it names no node)");
     if (in.graph() != this)
-      return invalid_argument(spec.op + " '" + base + "': input '" + in.name() + "' belongs to another graph");
+      return invalid_argument(spec.op + " '" + base + "': " + foreign("input '" + in.name() + "'", in.graph()));
     node->inputs.push_back(in.endpoint());
   }
   auto add_ctrl = [&](const Operation& op) -> Status {
-    if (!op.valid() || op.graph() != this)
-      return invalid_argument(spec.op + " '" + base + "': a control input belongs to another graph");
+    if (!op.valid())
+      return invalid_argument(spec.op + " '" + base +
+                              "': a control input is an invalid Operation (default-constructed; it names no node)");
+    if (op.graph() != this)
+      return invalid_argument(spec.op + " '" + base + "': " + foreign("control input '" + op.name() + "'", op.graph()));
     if (std::find(node->control_inputs.begin(), node->control_inputs.end(), op.node_id()) == node->control_inputs.end())
       node->control_inputs.push_back(op.node_id());
     return Status::OK();

@@ -69,10 +69,9 @@ Session::~Session() {
 Result<std::vector<Tensor>> Session::run(const std::vector<Fetch>& fetches, const FeedDict& feeds,
                                          const std::vector<Operation>& targets) {
   if (!impl_) return failed_precondition("session is closed");
-  for (auto& f : fetches)
-    if (f.output.graph() != &graph_) return invalid_argument("a fetch belongs to another graph");
-  for (auto& [o, t] : feeds)
-    if (o.graph() != &graph_) return invalid_argument("a feed belongs to another graph");
+  for (auto& f : fetches) AF_RETURN_IF_ERROR(graph_.check_owns(f.output, f.is_op ? "a fetched op" : "a fetch"));
+  for (auto& [o, t] : feeds) AF_RETURN_IF_ERROR(graph_.check_owns(o, "a feed"));
+  for (auto& op : targets) AF_RETURN_IF_ERROR(graph_.check_owns(op, "a target"));
   RunRequest req{fetches, feeds, targets};
   return impl_->run(req);
 }

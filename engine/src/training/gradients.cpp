@@ -112,14 +112,14 @@ std::vector<Gradient> gradients_sparse(const std::vector<Output>& ys, const std:
   // forward and one backward sweep suffice.
   std::vector<char> from_x(static_cast<size_t>(n), 0), to_y(static_cast<size_t>(n), 0);
   for (auto& x : xs) {
-    if (!x.valid() || x.graph() != &g) throw Error(invalid_argument("gradients: an x is empty or from another graph"));
+    throw_if_error(g.check_owns(x, "gradients: an x"));
     from_x[static_cast<size_t>(x.node_id())] = 1;
   }
   for (int id = 0; id < n; ++id)
     for (auto& e : g.node(id).inputs)
       if (from_x[static_cast<size_t>(e.node)]) from_x[static_cast<size_t>(id)] = 1;
   for (auto& y : ys) {
-    if (!y.valid() || y.graph() != &g) throw Error(invalid_argument("gradients: a y is empty or from another graph"));
+    throw_if_error(g.check_owns(y, "gradients: a y"));
     to_y[static_cast<size_t>(y.node_id())] = 1;
   }
   for (int id = n - 1; id >= 0; --id)

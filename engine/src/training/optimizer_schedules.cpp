@@ -19,7 +19,7 @@ Output global_step(Graph& g) {
     return Output(&g, n->id, 0);
   }
   const int first = g.num_nodes();
-  Output step = variable(g, zeros(Shape{}, DType::i64), "global_step", /*trainable=*/false);
+  Output step = variable(g, Shape{}, zeros_initializer(DType::i64), "global_step", /*trainable=*/false);
   // Created outside any control scope the caller is in, as TF's init_scope.
   for (int id = first; id < g.num_nodes(); ++id) g.mutable_node(id).control_inputs.clear();
   g.add_to_collection("global_step", step.node_id());

@@ -63,7 +63,7 @@ Output Optimizer::make_variable(Graph& g, const std::string& name, double init, 
   const std::string scope = g.current_name_scope();
   std::string rel = name.compare(0, scope.size(), scope) == 0 ? name.substr(scope.size()) : name;
   const int first = g.num_nodes();
-  Output v = variable(g, constant_init(init, shape, dtype), rel, /*trainable=*/false);
+  Output v = variable(g, shape, constant_initializer(init, dtype), rel, /*trainable=*/false);
   // As TF's init_scope: the initializer must not wait on the user's control dependencies
   // (minimize() is often called under the update ops of batch norm).
   for (int id = first; id < g.num_nodes(); ++id) g.mutable_node(id).control_inputs.clear();
