@@ -184,3 +184,10 @@ TEST_CASE("10,000 mutated frames: errors, never a crash") {
   INFO("errors " << errors << ", decoded " << decoded);
   CHECK(errors > 5000);
 }
+
+TEST_CASE("a genuine handshake is a few hundred bytes: what a daemon reads before authentication") {
+  std::string hello = an::encode_message(an::HelloMsg{an::kProtoVersion, "client", "/job:worker/task:12", 1, std::string(32, 'n')});
+  std::string proof = an::encode_message(an::AuthProofMsg{std::string(32, 'm')});
+  INFO("Hello " << hello.size() << " bytes, AuthProof " << proof.size() << " bytes");
+  CHECK(hello.size() + proof.size() < 300);
+}

@@ -7,7 +7,9 @@
 
 #include <actorflow/actorflow.h>
 
+#include <atomic>
 #include <future>
+#include <thread>
 #include <random>
 
 #include "test_net_daemon_process.h"
@@ -229,4 +231,70 @@ TEST_CASE("a step's deadline holds against a daemon that is slow, and SIGTERM dr
   CHECK(contains(log, "SIGTERM"));
   CHECK(contains(log, "shutdown"));
   CHECK(contains(log, "/job:worker/task:0"));
+}
+
+TEST_CASE("concurrent steps from 4 threads; empty, one-element and 16 MiB tensors; frames over --max_message_bytes fail clearly") {
+  if (!aftnet::daemon_built()) return;
+  DaemonProcess d(kToken, 0, {"--max_message_bytes", "1048576"});
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1}, "x");
+  auto y = af::tanh(x) * 2.0 + x;
+  auto col = af::placeholder(g, af::f32, {-1, 1}, "col");
+  auto outer = af::matmul(col, col, false, true, "outer");
+  auto remote = af::Session::create(g, d.target());
+  REQUIRE(remote.ok());
+  auto local = af::Session::create(g);
+  REQUIRE(local.ok());
+
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0}, failures{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int s = 0; s < 10; ++s) {
+        auto in = af::Tensor::from_vector<float>({float(t), float(s), float(t * s) / 7.0f});
+        auto got = remote->run({y}, {{x, in}});
+        auto want = local->run({y}, {{x, in}});
+        if (!got.ok() || !want.ok()) ++failures;
+        else if (!(*got)[0].equals((*want)[0])) ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+  CHECK(mismatches.load() == 0);
+
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{100000}}) {
+    auto in = af::Tensor::filled(af::f32, {n}, 0.25);
+    auto got = remote->run({y}, {{x, in}});
+    REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+    CHECK((*got)[0].equals(*local->eval(y, {{x, in}})));
+  }
+  // 2 MiB of feed against a 1 MiB limit: refused before sending, the connection stays.
+  auto big = remote->run({y}, {{x, af::Tensor::filled(af::f32, {1 << 19}, 1.0)}});
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.status().code() == af::Code::resource_exhausted);
+  CHECK(contains(big.status().message(), "max_message_bytes"));
+  // A fetch over the limit: the daemon says so instead of sending it.
+  auto wide = remote->run({outer}, {{col, af::Tensor::filled(af::f32, {600, 1}, 1.0)}});
+  REQUIRE_FALSE(wide.ok());
+  CHECK(wide.status().code() == af::Code::resource_exhausted);
+  auto small = remote->run({y}, {{x, af::Tensor::from_vector<float>({0})}});
+  REQUIRE(small.ok());
+  CHECK((*small)[0].equals(af::Tensor::from_vector<float>({0})));
+}
+
+TEST_CASE("16 MiB each way through a daemon") {
+  if (!aftnet::daemon_built()) return;
+  DaemonProcess d(kToken);
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1}, "x");
+  auto y = x + 1.0;
+  auto sess = af::Session::create(g, d.target());
+  REQUIRE(sess.ok());
+  auto got = sess->run({y}, {{x, af::Tensor::filled(af::f32, {4 << 20}, 2.0)}});
+  REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+  CHECK((*got)[0].equals(af::Tensor::filled(af::f32, {4 << 20}, 3.0)));
 }

@@ -2,6 +2,7 @@
 #include "connection.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace actorflow::net {
 namespace {
@@ -44,12 +45,23 @@ void Connection::start(Handlers handlers) {
   });
 }
 
-void Connection::send(Message m) {
+void Connection::send(Message m) { (void)send_checked(m); }
+
+Status Connection::send_checked(const Message& m) {
   // Encoding happens on the caller's thread: a large tensor does not hold the io thread.
   auto bytes = std::make_shared<std::string>(encode_message(m));
+  uint64_t body = bytes->size() - kFrameHeaderBytes;
+  uint64_t limit = std::min<uint64_t>(UINT32_MAX - 7, options_.max_message_bytes);
+  // Read once the handshake is done (the caller waited for it), and never changed after.
+  if (uint64_t peer = handshake_.peer_max_message_bytes(); peer > 0) limit = std::min(limit, peer);
+  if (body > limit)
+    return resource_exhausted(std::string(message_name(m)) + " of " + std::to_string(body) +
+                              " bytes is over the largest frame " + label_ + " accepts (" + std::to_string(limit) +
+                              " bytes; see the daemon's --max_message_bytes)");
   asio::post(socket_.get_executor(), [self = shared_from_this(), bytes] {
     if (!self->closed_) self->queue_write(std::move(*bytes));
   });
+  return Status::OK();
 }
 
 void Connection::close(Status why) {
@@ -95,6 +107,9 @@ void Connection::read_more() {
       return;
     }
     self->last_rx_ = std::chrono::steady_clock::now();
+    if (!self->handshake_.done() && (self->preauth_bytes_ += n) > kMaxPreAuthFrameBytes)
+      return self->do_close(resource_exhausted("more than " + std::to_string(kMaxPreAuthFrameBytes) +
+                                               " bytes before authenticating"));
     self->on_bytes(n);
     self->read_more();
   });

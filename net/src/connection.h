@@ -7,8 +7,9 @@
 // post themselves there. Handlers are called on that thread and must not block.
 //
 // Before authentication the connection reads exactly the bytes the frame reader still
-// wants (a Hello is ~200 bytes) with the 4 KiB pre-auth frame limit, so an
-// unauthenticated peer can make it hold almost nothing.
+// wants, and at most 4 KiB in all (a genuine Hello and AuthProof are under 300 bytes:
+// tests/test_net_frame.cpp checks), so an unauthenticated peer can make it hold almost
+// nothing.
 #pragma once
 #include <asio.hpp>
 
@@ -51,6 +52,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start(Handlers handlers);
   // Queues a message (dropped once closed).
   void send(Message m);
+  // The same, unless its frame is over what the peer announced it accepts (its
+  // --max_message_bytes) or what a frame header can state: then nothing is sent, the
+  // connection stays up, and the error says so.
+  Status send_checked(const Message& m);
   // Closes the socket and reports `why` to on_closed, once.
   void close(Status why);
   // The same once every queued frame has been written (a draining daemon's last
@@ -86,6 +91,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer handshake_timer_;
   asio::steady_timer heartbeat_timer_;
   std::chrono::steady_clock::time_point last_rx_;
+  uint64_t preauth_bytes_ = 0;
 };
 
 }  // namespace actorflow::net

@@ -134,7 +134,11 @@ Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time
     id = next_request_++;
     registrations_[id];
   }
-  conn_->send(RegisterGraphMsg{id, std::move(graph_def)});
+  if (Status sent = conn_->send_checked(RegisterGraphMsg{id, std::move(graph_def)}); !sent.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    registrations_.erase(id);
+    return sent;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   Status s = wait(lock, deadline, [&] { return registrations_[id].has_value(); }, "registering the graph");
   auto reply = std::move(registrations_[id]);
@@ -153,7 +157,11 @@ Result<StepDoneMsg> DaemonClient::run_step(RunStepMsg m, Clock::time_point deadl
     steps_[id];
   }
   if (deadline != kNoDeadline) m.timeout_ms = std::max<int64_t>(1, ms_until(deadline));
-  conn_->send(std::move(m));
+  if (Status sent = conn_->send_checked(m); !sent.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    steps_.erase(id);
+    return sent;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   Status s = wait(lock, deadline, [&] { return steps_[id].has_value(); }, "step " + std::to_string(id));
   auto reply = std::move(steps_[id]);

@@ -132,7 +132,10 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
       if (!done.status.ok())
         log("step " + std::to_string(s.step_id) + " of graph " + std::to_string(s.handle) + " for " + c->label() +
             " failed: " + done.status.to_string());
-      c->send(std::move(done));
+      if (Status sent = c->send_checked(done); !sent.ok()) {
+        log("step " + std::to_string(s.step_id) + " for " + c->label() + " failed: " + sent.to_string());
+        c->send(StepDoneMsg{s.step_id, sent.with_context("the fetched tensors of step " + std::to_string(s.step_id)), {}});
+      }
     });
   } else if (auto* cg = std::get_if<CloseGraphMsg>(&m)) {
     uint64_t handle = cg->handle;
