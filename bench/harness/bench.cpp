@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 namespace bench {
 namespace {
 
@@ -20,28 +22,13 @@ std::vector<Case>& registry() {
   return cases;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-          o += buf;
-        } else {
-          o += ch;
-        }
-    }
-  }
+// Case parameters as the Python peers read them: {"name": int or string, ...}.
+nlohmann::json params_json(const Params& p) {
+  nlohmann::json o = nlohmann::json::object();
+  for (const auto& [k, v] : p.ints) o[k] = v;
+  for (const auto& [k, v] : p.strs) o[k] = v;
   return o;
 }
-
-std::string q(const std::string& s) { return "\"" + json_escape(s) + "\""; }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -146,8 +133,9 @@ int run_standalone(const Options& o) {
 int run_serve() {
   std::unique_ptr<Prepared> prep;
   std::string line;
-  auto reply = [](const std::string& s) {
-    std::fputs(s.c_str(), stdout);
+  // Error texts may hold any bytes; JSON needs UTF-8, so invalid bytes become U+FFFD.
+  auto reply = [](const nlohmann::json& j) {
+    std::fputs(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
   };
@@ -159,18 +147,16 @@ int run_serve() {
       if (cmd == "list") {
         int quick = 0;
         in >> quick;
-        std::string o = "{\"ok\":true,\"cases\":[";
-        bool first = true;
-        for (const Case& c : registry()) {
-          if (!first) o += ",";
-          first = false;
-          o += "{\"name\":" + q(c.name) + ",\"unit\":" + q(c.unit) +
-               ",\"higher_is_better\":" + (c.higher_is_better ? "true" : "false") + ",\"work\":" + q(c.work) +
-               ",\"note\":" + q(c.note) +
-               ",\"skip_in_quick\":" + (c.skip_in_quick ? "true" : "false") +
-               ",\"params\":" + c.params(quick != 0).to_json() + "}";
-        }
-        reply(o + "]}");
+        nlohmann::json cases = nlohmann::json::array();
+        for (const Case& c : registry())
+          cases.push_back({{"name", c.name},
+                           {"unit", c.unit},
+                           {"higher_is_better", c.higher_is_better},
+                           {"work", c.work},
+                           {"note", c.note},
+                           {"skip_in_quick", c.skip_in_quick},
+                           {"params", params_json(c.params(quick != 0))}});
+        reply({{"ok", true}, {"cases", std::move(cases)}});
       } else if (cmd == "prepare") {
         std::string name;
         int quick = 0;
@@ -179,32 +165,27 @@ int run_serve() {
         auto it = std::find_if(registry().begin(), registry().end(), [&](const Case& c) { return c.name == name; });
         if (it == registry().end()) throw std::runtime_error("unknown case " + name);
         prep = std::make_unique<Prepared>(it->prepare(it->params(quick != 0)));
-        std::string o = "{\"ok\":true,\"sides\":[";
-        for (size_t i = 0; i < prep->sides.size(); ++i) {
-          if (i) o += ",";
-          o += "{\"name\":" + q(prep->sides[i].name) + ",\"threads\":" + q(prep->sides[i].threads) + "}";
-        }
-        reply(o + "]}");
+        nlohmann::json sides = nlohmann::json::array();
+        for (const Side& side : prep->sides) sides.push_back({{"name", side.name}, {"threads", side.threads}});
+        reply({{"ok", true}, {"sides", std::move(sides)}});
       } else if (cmd == "sample") {
         std::string side;
         in >> side;
         if (!prep) throw std::runtime_error("sample before prepare");
         auto it = std::find_if(prep->sides.begin(), prep->sides.end(), [&](const Side& s) { return s.name == side; });
         if (it == prep->sides.end()) throw std::runtime_error("unknown side " + side);
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.9g", it->sample());
-        reply(std::string("{\"ok\":true,\"value\":") + buf + "}");
+        reply({{"ok", true}, {"value", it->sample()}});
       } else if (cmd == "release") {
         prep.reset();
-        reply("{\"ok\":true}");
+        reply({{"ok", true}});
       } else if (cmd == "quit") {
-        reply("{\"ok\":true}");
+        reply({{"ok", true}});
         return 0;
       } else if (!cmd.empty()) {
         throw std::runtime_error("unknown command " + cmd);
       }
     } catch (const std::exception& e) {
-      reply("{\"ok\":false,\"error\":" + q(e.what()) + "}");
+      reply({{"ok", false}, {"error", e.what()}});
     }
   }
   return 0;
@@ -218,22 +199,6 @@ void usage(const char* prog) {
 }
 
 }  // namespace
-
-std::string Params::to_json() const {
-  std::string o = "{";
-  bool first = true;
-  for (const auto& [k, v] : ints) {
-    if (!first) o += ",";
-    first = false;
-    o += q(k) + ":" + std::to_string(v);
-  }
-  for (const auto& [k, v] : strs) {
-    if (!first) o += ",";
-    first = false;
-    o += q(k) + ":" + q(v);
-  }
-  return o + "}";
-}
 
 int add(Case c) {
   registry().push_back(std::move(c));

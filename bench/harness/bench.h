@@ -30,7 +30,6 @@ struct Params {
   std::map<std::string, int64_t> ints;
   std::map<std::string, std::string> strs;
   int64_t at(const std::string& k) const { return ints.at(k); }
-  std::string to_json() const;
 };
 
 struct Side {
