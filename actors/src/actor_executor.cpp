@@ -1,4 +1,5 @@
 // Prepares one step plan as a set of node actors and starts steps on it.
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -103,6 +104,7 @@ class ActorExecutor final : public Executor {
     }
     auto& sys = actor_system();
     shared_->actors.resize(nodes.size());
+    for (auto& n : nodes) shared_->live_actors += n.inert ? 0 : 1;
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (nodes[i].inert) continue;
       shared_->actors[i] = sys.spawn<NodeActor>(shared_, static_cast<int>(i));
@@ -148,6 +150,7 @@ class ActorExecutor final : public Executor {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) return;
       closed_ = true;
+      shared_->closing.store(true, std::memory_order_release);
       for (auto& w : live_)
         if (auto s = w.lock()) live.push_back(std::move(s));
       live_.clear();
@@ -156,6 +159,21 @@ class ActorExecutor final : public Executor {
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     for (auto& s : live)
       if (!s->done()) s->cancel(cancelled("session closed while the step was running"));
+    // A kernel cannot be interrupted: wait for the ones running (a step past its
+    // deadline may still be in one), so no actor touches the graph after close().
+    std::unique_lock<std::mutex> lock(shared_->live_mu);
+    bool warned = false;
+    while (!shared_->live_cv.wait_for(lock, std::chrono::seconds(10), [&] { return shared_->live_actors == 0; })) {
+      if (!warned)
+        std::fprintf(stderr, "actorflow: closing a session waits for %d node(s) still inside a kernel\n",
+                     shared_->live_actors);
+      warned = true;
+    }
+  }
+
+  Status health() const override {
+    std::lock_guard<std::mutex> lock(shared_->broken_mu);
+    return shared_->broken;
   }
 
   int num_actors() const override {

@@ -1,7 +1,8 @@
 #include "actor_system.h"
 
 #include <cstdlib>
-#include <thread>
+
+#include "actorflow/ops/cpu_device.h"
 
 namespace actorflow::runtime {
 
@@ -10,7 +11,9 @@ caf::actor_system& actor_system() {
   // hold references into it, and CAF joins its workers on destruction.
   static caf::actor_system* sys = [] {
     auto* cfg = new caf::actor_system_config();
-    size_t threads = std::thread::hardware_concurrency();
+    // Sized with the intra-op pool from one budget (cpu_thread_budget). At least two: a
+    // node waiting on a stateful kernel's lock must not starve the other actors.
+    size_t threads = static_cast<size_t>(cpu_thread_budget());
     if (threads < 2) threads = 2;
     cfg->set("scheduler.max-threads", threads);
     // Poll hard for a while before backing off: a step's next message usually comes

@@ -54,6 +54,9 @@ class Executor {
   // Stops the actors and cancels steps in flight.
   virtual void shutdown() = 0;
   virtual int num_actors() const = 0;
+  // Not OK once the executor can run no more steps (one of its actors died); the session
+  // then drops it and prepares the plan afresh.
+  virtual Status health() const = 0;
 
   // How long the caller should busy-wait for a step of this executor: only while its
   // steps are short (a moving average of their durations).

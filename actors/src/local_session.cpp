@@ -1,6 +1,8 @@
-// The "local" session backend: one executor (a set of node actors) per kind of step,
-// a CPU device with its thread pool, and the session's variables.
+// The "local" session backend: one executor (a set of node actors) per kind of step, kept
+// in a bounded LRU cache; a view of the process's CPU pool with the session's allocator;
+// and the session's variables.
 #include <atomic>
+#include <list>
 #include <map>
 #include <mutex>
 
@@ -11,9 +13,16 @@
 namespace actorflow::runtime {
 namespace {
 
+AllocatorHandle session_allocator(const SessionOptions& opts) {
+  if (opts.memory_limit_bytes <= 0) return nullptr;
+  return make_limited_allocator(cpu_allocator(), opts.memory_limit_bytes);
+}
+
 class LocalSession final : public SessionImpl {
  public:
-  LocalSession(Graph& g, const SessionOptions& opts) : graph_(g), opts_(opts), device_(opts.intra_op_threads) {
+  LocalSession(Graph& g, const SessionOptions& opts)
+      : graph_(g), opts_(opts), allocator_(session_allocator(opts)),
+        device_(opts.intra_op_threads, 0, allocator_.get()) {
     env_.device = &device_;
     env_.resources = &resources_;
     env_.kernels = &kernels_;
@@ -30,24 +39,14 @@ class LocalSession final : public SessionImpl {
   Status check() const { return check_kernels(graph_, DeviceType::CPU); }
 
   Result<std::vector<Tensor>> run(const RunRequest& req) override {
-    std::shared_ptr<Executor> ex;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_) return failed_precondition("session is closed");
-      std::string key = step_plan_key(graph_, req);
-      auto it = executors_.find(key);
-      if (it == executors_.end()) {
-        AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(graph_, req));
-        AF_RETURN_IF_ERROR(check_kernels(graph_, DeviceType::CPU, plan.nodes));
-        AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(graph_, plan, env_));
-        it = executors_.emplace(key, std::shared_ptr<Executor>(std::move(made))).first;
-      }
-      ex = it->second;
-    }
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, executor_for(req));
     for (auto& [out, value] : req.feeds) AF_RETURN_IF_ERROR(validate_feed(out, value));
+    int64_t timeout_ms = req.options.timeout_ms > 0 ? req.options.timeout_ms : opts_.step_timeout_ms;
     auto t0 = std::chrono::steady_clock::now();
+    auto deadline = timeout_ms > 0 ? t0 + std::chrono::milliseconds(timeout_ms) : StepState::kNoDeadline;
     auto state = ex->start(req, ++global_step_);
-    state->wait(ex->spin_budget());
+    if (!state->wait(ex->spin_budget(), deadline))
+      return deadline_exceeded("the step did not finish within " + std::to_string(timeout_ms) + " ms");
     ex->record_step(std::chrono::steady_clock::now() - t0);
     Status s = state->status();
     if (!s.ok()) return s;
@@ -55,28 +54,82 @@ class LocalSession final : public SessionImpl {
   }
 
   Status close() override {
-    std::map<std::string, std::shared_ptr<Executor>> executors;
+    std::list<Cached> executors;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) return Status::OK();
       closed_ = true;
-      executors.swap(executors_);
+      executors.swap(lru_);
+      index_.clear();
     }
-    for (auto& [k, ex] : executors) ex->shutdown();
+    for (auto& c : executors) c.executor->shutdown();
     if (tracer_ && !opts_.trace_path.empty()) return tracer_->write(opts_.trace_path);
     return Status::OK();
   }
 
  private:
+  struct Cached {
+    std::string key;
+    std::shared_ptr<Executor> executor;
+  };
+
+  // The executor of this kind of step, prepared on first use. A broken one (an actor
+  // died) is replaced; past max_cached_plans the least recently used idle one goes.
+  Result<std::shared_ptr<Executor>> executor_for(const RunRequest& req) {
+    std::vector<std::shared_ptr<Executor>> retired;
+    std::shared_ptr<Executor> ex;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return failed_precondition("session is closed");
+      std::string key = step_plan_key(graph_, req);
+      auto it = index_.find(key);
+      if (it != index_.end() && !it->second->executor->health().ok()) {
+        retired.push_back(it->second->executor);
+        lru_.erase(it->second);
+        index_.erase(it);
+        it = index_.end();
+      }
+      if (it == index_.end()) {
+        AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(graph_, req));
+        AF_RETURN_IF_ERROR(check_kernels(graph_, DeviceType::CPU, plan.nodes));
+        AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(graph_, plan, env_));
+        lru_.push_front(Cached{key, std::shared_ptr<Executor>(std::move(made))});
+        index_[key] = lru_.begin();
+        evict_idle(retired);
+      } else {
+        lru_.splice(lru_.begin(), lru_, it->second);
+      }
+      ex = lru_.front().executor;
+    }
+    for (auto& r : retired) r->shutdown();
+    return ex;
+  }
+
+  // Oldest first, skipping executors a run is using (their use count is above ours).
+  void evict_idle(std::vector<std::shared_ptr<Executor>>& retired) {
+    size_t cap = static_cast<size_t>(opts_.max_cached_plans < 1 ? 1 : opts_.max_cached_plans);
+    for (auto it = std::prev(lru_.end()); lru_.size() > cap && it != lru_.begin();) {
+      auto prev = std::prev(it);
+      if (it->executor.use_count() == 1) {
+        retired.push_back(it->executor);
+        index_.erase(it->key);
+        lru_.erase(it);
+      }
+      it = prev;
+    }
+  }
+
   Graph& graph_;
   SessionOptions opts_;
+  AllocatorHandle allocator_;
   CpuDevice device_;
   ResourceMgr resources_;
   KernelCache kernels_;
   std::unique_ptr<Tracer> tracer_;
   ExecutorEnv env_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Executor>> executors_;
+  std::list<Cached> lru_;  // most recently used first
+  std::map<std::string, std::list<Cached>::iterator> index_;
   std::atomic<int64_t> global_step_{0};
   bool closed_ = false;
 };

@@ -7,6 +7,14 @@ namespace actorflow::runtime {
 NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index)
     : caf::event_based_actor(cfg), shared_(std::move(shared)), rt_(shared_->nodes[static_cast<size_t>(index)]), index_(index) {
   credits_.assign(static_cast<size_t>(rt_.num_credits), shared_->env.edge_capacity);
+  set_exit_handler([this](caf::exit_msg& m) {
+    if (!running_) {
+      quit(std::move(m.reason));
+      return;
+    }
+    quit_when_idle_ = true;
+    quit_reason_ = std::move(m.reason);
+  });
 }
 
 caf::behavior NodeActor::make_behavior() {
@@ -24,6 +32,10 @@ caf::behavior NodeActor::make_behavior() {
         if (!running_ || running_->step != step) return;
         std::unique_ptr<Running> r = std::move(running_);
         finish(r->step, r->state, r->ctx.get(), nullptr, r->t0);
+        if (quit_when_idle_) {
+          quit(std::move(quit_reason_));
+          return;
+        }
         try_fire();
       },
   };
@@ -114,16 +126,50 @@ void NodeActor::fire(Slot& s, int64_t step) {
     OpKernelContext& c = *ctx;
     running_->ctx = std::move(ctx);
     caf::actor self = caf::actor_cast<caf::actor>(this);
-    async->compute_async(c, [self, step] { caf::anon_send(self, done_atom::value, step); });
+    try {
+      async->compute_async(c, [self, step] { caf::anon_send(self, done_atom::value, step); });
+    } catch (...) {
+      // The kernel never started its work, so no done message will come.
+      std::unique_ptr<Running> r = std::move(running_);
+      r->ctx->fail(status_from_current_exception());
+      finish(r->step, r->state, r->ctx.get(), nullptr, r->t0);
+    }
     return;
   }
-  if (rt_.kernel_mu) {
-    std::lock_guard<std::mutex> lock(*rt_.kernel_mu);
-    rt_.kernel->compute(*ctx);
-  } else {
-    rt_.kernel->compute(*ctx);
+  // A kernel that throws (a bug, a failed allocation) fails its step like a kernel that
+  // reports an error: an escaped exception would kill this actor and strand the step.
+  try {
+    if (rt_.kernel_mu) {
+      std::lock_guard<std::mutex> lock(*rt_.kernel_mu);
+      rt_.kernel->compute(*ctx);
+    } else {
+      rt_.kernel->compute(*ctx);
+    }
+  } catch (...) {
+    ctx->fail(status_from_current_exception());
   }
   finish(step, s.state, ctx.get(), nullptr, t0);
+}
+
+void NodeActor::on_exit() {
+  if (shared_ && !shared_->closing.load(std::memory_order_acquire)) {
+    Status dead = internal_error("the actor of " + rt_.node->op + " '" + rt_.node->name + "' stopped unexpectedly");
+    {
+      std::lock_guard<std::mutex> lock(shared_->broken_mu);
+      if (shared_->broken.ok()) shared_->broken = dead;
+    }
+    if (running_ && running_->state) running_->state->cancel(dead);
+    for (Slot& s : window_)
+      if (s.live && s.state) s.state->cancel(dead);
+  }
+  running_.reset();
+  window_.clear();
+  if (shared_) {
+    std::lock_guard<std::mutex> lock(shared_->live_mu);
+    --shared_->live_actors;
+    shared_->live_cv.notify_all();
+  }
+  shared_.reset();
 }
 
 void NodeActor::finish(int64_t step, const std::shared_ptr<StepState>& state, OpKernelContext* ctx,

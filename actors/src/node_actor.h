@@ -1,7 +1,10 @@
 // Internal to the runtime: the node actor and the tables it shares with its executor.
 #pragma once
+#include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,14 +69,25 @@ struct ExecutorShared {
   std::vector<NodeRuntime> nodes;
   std::vector<caf::actor> actors;
   std::string device_name;
+  // Set before the executor stops its actors: an actor exiting without it has died.
+  std::atomic<bool> closing{false};
+  // Why the executor can run no more steps (a node actor died); OK while healthy.
+  std::mutex broken_mu;
+  Status broken;
+  // Actors not yet exited: shutdown waits for zero, because an actor inside a kernel
+  // still reads the graph, which the session's owner may free once close() returns.
+  std::mutex live_mu;
+  std::condition_variable live_cv;
+  int live_actors = 0;
 };
 
 class NodeActor : public caf::event_based_actor {
  public:
   NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index);
   caf::behavior make_behavior() override;
-  // Drops this actor's share of the executor tables, breaking the actor <-> table cycle.
-  void on_exit() override { shared_.reset(); }
+  // Fails the steps this actor still holds if it is dying rather than being shut down,
+  // then drops its share of the executor tables (breaking the actor <-> table cycle).
+  void on_exit() override;
 
  private:
   struct Slot {
@@ -109,6 +123,10 @@ class NodeActor : public caf::event_based_actor {
   int64_t next_step_ = 0;
   std::vector<int> credits_;
   std::unique_ptr<Running> running_;
+  // An exit asked for while an async kernel runs waits for it: the kernel writes into
+  // running_->ctx until it calls done.
+  bool quit_when_idle_ = false;
+  caf::error quit_reason_;
 };
 
 }  // namespace actorflow::runtime

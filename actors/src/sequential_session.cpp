@@ -35,7 +35,11 @@ class SequentialSession final : public SessionImpl {
       inputs.reserve(node.inputs.size());
       for (auto& e : node.inputs) inputs.push_back(values.at(e));
       OpKernelContext ctx(node, std::move(inputs), &device_, &resources_, step);
-      kernel->compute(ctx);
+      try {
+        kernel->compute(ctx);
+      } catch (...) {
+        ctx.fail(status_from_current_exception());
+      }
       if (!ctx.ok()) return ctx.status();
       AF_RETURN_IF_ERROR(check_outputs(node, ctx.outputs()));
       for (int i = 0; i < node.num_outputs(); ++i) values[{id, i}] = std::move(ctx.output(i));

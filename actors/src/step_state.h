@@ -13,6 +13,15 @@
 
 namespace actorflow::runtime {
 
+// A hint to the core that this thread is spinning (x86's pause; a no-op elsewhere).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 class StepState {
  public:
   StepState(int64_t step_id, int num_results, int pending)
@@ -39,16 +48,23 @@ class StepState {
   // Waiting costs: waking a sleeping thread takes ~100 us on our VMs while a short step
   // finishes in a few microseconds, but spinning steals a core from a long step's
   // kernels. So: spin for `spin` (short steps), then yield the core to runnable workers
-  // while polling for up to `yield_for`, then sleep.
-  void wait(std::chrono::microseconds spin, std::chrono::microseconds yield_for = std::chrono::microseconds(3000)) {
+  // while polling for up to `yield_for`, then sleep. Returns false if `deadline` passed
+  // first (the step goes on; the caller stops waiting for it).
+  bool wait(std::chrono::microseconds spin, std::chrono::steady_clock::time_point deadline = kNoDeadline,
+            std::chrono::microseconds yield_for = std::chrono::microseconds(3000)) {
     auto start = std::chrono::steady_clock::now();
     while (!done() && std::chrono::steady_clock::now() - start < spin)
-      for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
+      for (int i = 0; i < 64; ++i) cpu_relax();
     while (!done() && std::chrono::steady_clock::now() - start < spin + yield_for) std::this_thread::yield();
-    if (done()) return;
+    if (done()) return true;
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done(); });
+    if (deadline == kNoDeadline) {
+      cv_.wait(lock, [&] { return done(); });
+      return true;
+    }
+    return cv_.wait_until(lock, deadline, [&] { return done(); });
   }
+  static constexpr std::chrono::steady_clock::time_point kNoDeadline = std::chrono::steady_clock::time_point::max();
 
   Status status() const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -70,7 +70,20 @@ Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
   return Tensor(t.dtype(), with_rows(t, end - begin), t.buffer(), base + static_cast<size_t>(begin) * stride);
 }
 
+Shape row_shape(const Tensor& t) {
+  std::vector<int64_t> dims = t.shape().dims();
+  return Shape(std::vector<int64_t>(dims.begin() + 1, dims.end()));
+}
+
+// Copies row r of src into row q of dst. Rows of another shape or dtype than dst's are
+// refused (TF's batching error): copying them would write past dst's buffer.
 void copy_row(const Tensor& src, int64_t r, Tensor& dst, int64_t q) {
+  if (src.dtype() != dst.dtype())
+    throw Error(invalid_argument(std::string("cannot batch rows of different dtypes: ") + dtype_name(dst.dtype()) +
+                                 " and " + dtype_name(src.dtype()) + " (row " + std::to_string(q) + ")"));
+  if (src.rank() != dst.rank() || row_elems(src) != row_elems(dst) || row_shape(src) != row_shape(dst))
+    throw Error(invalid_argument("cannot batch rows of different shapes: " + row_shape(dst).to_string() + " and " +
+                                 row_shape(src).to_string() + " (row " + std::to_string(q) + ")"));
   size_t n = row_elems(src);
   if (src.dtype() == DType::string) {
     for (size_t i = 0; i < n; ++i) dst.data<std::string>()[q * static_cast<int64_t>(n) + static_cast<int64_t>(i)] = src.data<std::string>()[r * static_cast<int64_t>(n) + static_cast<int64_t>(i)];
@@ -79,6 +92,12 @@ void copy_row(const Tensor& src, int64_t r, Tensor& dst, int64_t q) {
   size_t bytes = n * dtype_size(src.dtype());
   std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(q) * bytes,
               static_cast<const char*>(src.raw_data()) + static_cast<size_t>(r) * bytes, bytes);
+}
+
+void check_components(const Components& src, size_t expected) {
+  if (src.size() != expected)
+    throw Error(invalid_argument("cannot batch rows with " + std::to_string(src.size()) + " components after rows with " +
+                                 std::to_string(expected)));
 }
 
 // Collects rows into chunks of a fixed size.
@@ -90,6 +109,7 @@ class RowBuilder {
       for (auto& t : src) cur_.comps.emplace_back(t.dtype(), with_rows(t, target_));
       cur_.rows = 0;
     }
+    check_components(src, cur_.comps.size());
     for (size_t c = 0; c < src.size(); ++c) copy_row(src[c], r, cur_.comps[c], cur_.rows);
     if (++cur_.rows == target_) {
       out.push_back(std::move(cur_));
@@ -142,8 +162,15 @@ class MapProcessor : public Processor {
           results[static_cast<size_t>(p)] = fn_(part);
         }
       });
-      for (auto& res : results)
+      int64_t total = 0;
+      for (auto& res : results) {
         if (!res.ok()) return fail(res.status(), out);
+        check_components(*res, results[0]->size());
+        if (!res->empty()) total += (*res)[0].dim(0);
+      }
+      if (total != in.rows)
+        throw Error(invalid_argument("a map on " + std::to_string(threads_) + " threads must return as many rows as it is given: " +
+                                     std::to_string(in.rows) + " in, " + std::to_string(total) + " out"));
       for (size_t c = 0; c < results[0]->size(); ++c) {
         const Tensor& first = (*results[0])[c];
         Tensor joined(first.dtype(), with_rows(first, in.rows));
@@ -177,6 +204,7 @@ class ShuffleProcessor : public Processor {
   void push(Chunk in, std::vector<Chunk>& out) override {
     if (store_.empty())
       for (auto& t : in.comps) store_.emplace_back(t.dtype(), with_rows(t, capacity_));
+    check_components(in.comps, store_.size());
     for (int64_t r = 0; r < in.rows; ++r) {
       if (count_ < capacity_) {
         for (size_t c = 0; c < in.comps.size(); ++c) copy_row(in.comps[c], r, store_[c], count_);
@@ -279,7 +307,13 @@ class SourceActor : public LinkActor {
 
  private:
   void produce() {
-    while (credits_ > 0 && outq_.empty() && !finished_) emit(next());
+    while (credits_ > 0 && outq_.empty() && !finished_) {
+      try {
+        emit(next());
+      } catch (...) {
+        emit(error(status_from_current_exception().with_context("Dataset source")));
+      }
+    }
   }
   Chunk next() {
     Chunk c;
@@ -367,8 +401,8 @@ class SourceActor : public LinkActor {
 
 class StageActor : public LinkActor {
  public:
-  StageActor(caf::actor_config& cfg, std::unique_ptr<Processor> p, bool flush_at_epoch, int credits)
-      : LinkActor(cfg, credits), proc_(std::move(p)), flush_at_epoch_(flush_at_epoch) {}
+  StageActor(caf::actor_config& cfg, std::unique_ptr<Processor> p, bool flush_at_epoch, int credits, std::string name)
+      : LinkActor(cfg, credits), proc_(std::move(p)), flush_at_epoch_(flush_at_epoch), name_(std::move(name)) {}
   caf::behavior make_behavior() override {
     return {
         [this](chunk_atom, Chunk& c) { on_chunk(std::move(c)); },
@@ -384,10 +418,13 @@ class StageActor : public LinkActor {
  private:
   void on_chunk(Chunk c) {
     std::vector<Chunk> out;
-    if (c.kind == Chunk::Kind::data) {
-      proc_->push(std::move(c), out);
+    if (failed_) {
+      // After an error only the end matters; the error chunk already went downstream.
+    } else if (c.kind == Chunk::Kind::data) {
+      process([&] { proc_->push(std::move(c), out); }, out);
     } else {
-      if (c.kind == Chunk::Kind::end || (c.kind == Chunk::Kind::epoch_end && flush_at_epoch_)) proc_->flush(out);
+      if (c.kind == Chunk::Kind::end || (c.kind == Chunk::Kind::epoch_end && flush_at_epoch_))
+        process([&] { proc_->flush(out); }, out);
       out.push_back(std::move(c));
     }
     for (auto& o : out) emit(std::move(o));
@@ -401,8 +438,25 @@ class StageActor : public LinkActor {
       send(upstream_, credit_atom::value);
     }
   }
+  // A map function or a batch that throws (a bug, ragged rows, a failed allocation)
+  // fails the iterator with this stage's name instead of killing the actor.
+  template <typename F>
+  void process(F&& f, std::vector<Chunk>& out) {
+    try {
+      f();
+    } catch (...) {
+      out.clear();
+      Chunk e;
+      e.kind = Chunk::Kind::error;
+      e.status = status_from_current_exception().with_context(name_);
+      out.push_back(std::move(e));
+      failed_ = true;
+    }
+  }
   std::unique_ptr<Processor> proc_;
   bool flush_at_epoch_;
+  std::string name_;
+  bool failed_ = false;
   int owed_ = 0;
 };
 
@@ -437,12 +491,17 @@ class ActorIterator final : public Iterator {
   ~ActorIterator() override {
     for (auto& a : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
-  Result<bool> next(Components* out) override {
+  Result<bool> next(Components* out, int64_t timeout_ms) override {
     if (done_) return false;
     Chunk c;
     {
       std::unique_lock<std::mutex> lock(q_->mu);
-      q_->cv.wait(lock, [&] { return !q_->q.empty(); });
+      auto ready = [&] { return !q_->q.empty(); };
+      if (timeout_ms <= 0) {
+        q_->cv.wait(lock, ready);
+      } else if (!q_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+        return deadline_exceeded("the input pipeline produced no batch within " + std::to_string(timeout_ms) + " ms");
+      }
       c = std::move(q_->q.front());
       q_->q.pop_front();
     }
@@ -545,13 +604,15 @@ std::unique_ptr<Iterator> Dataset::make_iterator() const {
   for (size_t i = first; i < stages_.size(); ++i) {
     const Stage& s = *stages_[i];
     std::unique_ptr<Processor> p;
+    const char* kind = "";
     switch (s.kind) {
-      case Stage::Kind::map: p = std::make_unique<MapProcessor>(s.fn, s.threads); break;
-      case Stage::Kind::shuffle: p = std::make_unique<ShuffleProcessor>(s.n, s.seed); break;
-      case Stage::Kind::batch: p = std::make_unique<BatchProcessor>(s.n, s.drop_remainder); break;
+      case Stage::Kind::map: p = std::make_unique<MapProcessor>(s.fn, s.threads), kind = "map"; break;
+      case Stage::Kind::shuffle: p = std::make_unique<ShuffleProcessor>(s.n, s.seed), kind = "shuffle"; break;
+      case Stage::Kind::batch: p = std::make_unique<BatchProcessor>(s.n, s.drop_remainder), kind = "batch"; break;
       default: continue;
     }
-    chain.push_back(sys.spawn<StageActor>(std::move(p), i < repeat_at, kLinkCredits));
+    std::string name = "Dataset stage " + std::to_string(i) + " (" + kind + ")";
+    chain.push_back(sys.spawn<StageActor>(std::move(p), i < repeat_at, kLinkCredits, std::move(name)));
   }
   auto q = std::make_shared<SinkQueue>();
   caf::actor sink = sys.spawn<SinkActor>(q);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "actorflow/device.h"
 
@@ -34,5 +35,18 @@ class Allocator {
 
 // The process-wide pooling CPU allocator.
 Allocator* cpu_allocator();
+
+// The owner's handle to an allocator whose blocks may outlive the owner (a session's
+// fetched tensors and variables): dropping the handle frees the allocator once its last
+// block has come back.
+struct RetireAllocator {
+  void operator()(Allocator* a) const;
+};
+using AllocatorHandle = std::unique_ptr<Allocator, RetireAllocator>;
+
+// An allocator that hands out blocks of `base` while its own bytes in use stay within
+// `limit_bytes`, and returns nullptr beyond (a session's memory budget: the kernel that
+// asks for too much fails its step with resource_exhausted instead of taking the machine).
+AllocatorHandle make_limited_allocator(Allocator* base, int64_t limit_bytes);
 
 }  // namespace actorflow

@@ -18,8 +18,8 @@ struct SessionOptions {
   // Credits per edge: how many tensors may wait on one edge before its producer stalls
   // (OneFlow's register count). Bounds how many steps pipeline through a node.
   int edge_capacity = 2;
-  // Record a timeline of every kernel; written as Chrome trace JSON at close() (or by
-  // Session::write_trace) when trace_path is set.
+  // Record a timeline of every kernel; written as Chrome trace JSON to trace_path (which
+  // also turns tracing on) when the session closes.
   bool trace = false;
   std::string trace_path;
   // Send every edge (or the edges whose consumer or producer is named here) through
@@ -28,8 +28,25 @@ struct SessionOptions {
   std::vector<std::string> encode_edges_of;
   // "" (default: the actor runtime) or "sequential" (the reference evaluator).
   std::string executor;
-  // Where to run: "" = in process; "af://host:port" = a node daemon.
+  // Where to run: "" = in process; "af://host:port" = a node daemon, once the network
+  // layer (net/) registers its "remote" backend; until then create() fails with not_found.
   std::string target;
+  // A step that has not finished after this long fails with deadline_exceeded; 0: no
+  // deadline. RunOptions::timeout_ms overrides it for one run.
+  int64_t step_timeout_ms = 0;
+  // The most bytes this session's kernels may hold at once (tensors and variables); an
+  // allocation beyond fails its step with resource_exhausted. 0: no limit.
+  int64_t memory_limit_bytes = 0;
+  // Prepared kinds of step (distinct fetch/feed/target lists) kept, each a set of node
+  // actors; beyond this the least recently used idle one is shut down.
+  int max_cached_plans = 32;
+};
+
+// Per-run settings, as TF's RunOptions.
+struct RunOptions {
+  // Fail the step with deadline_exceeded after this long; 0: the session's
+  // step_timeout_ms.
+  int64_t timeout_ms = 0;
 };
 
 // One thing to fetch: a tensor, or an op run for its effect (yields an empty Tensor).
@@ -46,6 +63,7 @@ struct RunRequest {
   std::vector<Fetch> fetches;
   FeedDict feeds;
   std::vector<Operation> targets;
+  RunOptions options;
 };
 
 // What a session backend implements.
@@ -62,30 +80,52 @@ using SessionFactory =
 // name: "local" (in-process actors), "sequential", "remote".
 void register_session_factory(const std::string& name, SessionFactory factory);
 
+// A session runs one graph. Create it with Session::create, which returns a Result: a
+// session may fail to start for reasons outside the program (an op without a kernel on
+// this machine, a backend not linked in, a remote target that does not answer).
+//
+//   auto sess = af::Session::create(g);
+//   if (!sess.ok()) { std::cerr << sess.status().to_string() << "\n"; return 1; }
+//   auto out = sess->run({y}, {{x, batch}});
+//
+// Sessions move but do not copy; a moved-from session is closed. The graph must outlive
+// the session, and nodes added to it later are seen by later runs.
 class Session {
  public:
-  // Throws af::Error if the session cannot be created (unknown op, missing kernel).
+  static Result<Session> create(Graph& graph, SessionOptions options = {});
+  // The same with options.target = target ("af://host:port"; see SessionOptions::target).
+  static Result<Session> create(Graph& graph, const std::string& target, SessionOptions options = {});
+
+  // Convenience wrappers kept for existing code: create(...).value(), i.e. they throw
+  // af::Error with create()'s status. New code uses create().
+  [[deprecated("use Session::create, which returns Result<Session>")]]
   explicit Session(Graph& graph, SessionOptions options = {});
+  [[deprecated("use Session::create, which returns Result<Session>")]]
   Session(Graph& graph, const std::string& target, SessionOptions options = {});
-  static Result<std::unique_ptr<Session>> create(Graph& graph, SessionOptions options = {});
+
   ~Session();
+  Session(Session&& other) noexcept;
+  Session& operator=(Session&& other) noexcept;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   // Runs the nodes needed for `fetches` and `targets`. Safe to call from many threads.
   Result<std::vector<Tensor>> run(const std::vector<Fetch>& fetches, const FeedDict& feeds = {},
                                   const std::vector<Operation>& targets = {});
+  // The same, with per-run options (a deadline), as TF's Run(RunOptions, ...).
+  Result<std::vector<Tensor>> run(const RunOptions& options, const std::vector<Fetch>& fetches,
+                                  const FeedDict& feeds = {}, const std::vector<Operation>& targets = {});
   // One tensor: sess.eval(y, feeds).
   Result<Tensor> eval(const Output& fetch, const FeedDict& feeds = {});
   // Runs every variable initializer of the graph.
   Status run_init();
   // Stops the actors; later runs fail. Called by the destructor.
   Status close();
-  Graph& graph() { return graph_; }
+  Graph& graph() { return *graph_; }
 
  private:
-  explicit Session(Graph& graph, std::unique_ptr<SessionImpl> impl);
-  Graph& graph_;
+  Session(Graph& graph, std::unique_ptr<SessionImpl> impl);
+  Graph* graph_;
   std::unique_ptr<SessionImpl> impl_;
 };
 

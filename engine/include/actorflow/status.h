@@ -53,6 +53,8 @@ inline Status unimplemented(std::string m) { return {Code::unimplemented, std::m
 inline Status internal_error(std::string m) { return {Code::internal, std::move(m)}; }
 inline Status data_loss(std::string m) { return {Code::data_loss, std::move(m)}; }
 inline Status cancelled(std::string m) { return {Code::cancelled, std::move(m)}; }
+inline Status deadline_exceeded(std::string m) { return {Code::deadline_exceeded, std::move(m)}; }
+inline Status resource_exhausted(std::string m) { return {Code::resource_exhausted, std::move(m)}; }
 
 // The exception the user-facing API throws; it carries the Status.
 class Error : public std::runtime_error {
@@ -63,6 +65,11 @@ class Error : public std::runtime_error {
  private:
   Status status_;
 };
+
+// The Status an exception caught at a boundary stands for: an af::Error's own status, a
+// failed allocation as resource_exhausted, anything else as internal with its what().
+// Call it inside a catch (...) block.
+Status status_from_current_exception();
 
 template <typename T>
 class [[nodiscard]] Result {

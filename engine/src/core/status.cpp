@@ -1,5 +1,8 @@
 #include "actorflow/status.h"
 
+#include <exception>
+#include <new>
+
 namespace actorflow {
 
 const char* code_name(Code c) {
@@ -29,6 +32,20 @@ std::string Status::to_string() const {
 Status Status::with_context(const std::string& context) const {
   if (ok()) return *this;
   return Status(code_, context + ": " + message_);
+}
+
+Status status_from_current_exception() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    return Status(Code::resource_exhausted, "out of memory (std::bad_alloc)");
+  } catch (const std::exception& e) {
+    return internal_error(std::string("exception: ") + e.what());
+  } catch (...) {
+    return internal_error("an exception of unknown type");
+  }
 }
 
 }  // namespace actorflow

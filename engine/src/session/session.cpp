@@ -41,25 +41,33 @@ void register_session_factory(const std::string& name, SessionFactory factory) {
   factories()[name] = std::move(factory);
 }
 
-Session::Session(Graph& graph, std::unique_ptr<SessionImpl> impl) : graph_(graph), impl_(std::move(impl)) {}
+Session::Session(Graph& graph, std::unique_ptr<SessionImpl> impl) : graph_(&graph), impl_(std::move(impl)) {}
 
-Session::Session(Graph& graph, SessionOptions options) : graph_(graph) {
-  auto impl = make_impl(graph, options);
-  if (!impl.ok()) throw Error(impl.status());
-  impl_ = std::move(impl).value();
-}
+Session::Session(Graph& graph, SessionOptions options) : Session(create(graph, std::move(options)).value()) {}
 
-Session::Session(Graph& graph, const std::string& target, SessionOptions options) : graph_(graph) {
-  options.target = target;
-  auto impl = make_impl(graph, options);
-  if (!impl.ok()) throw Error(impl.status());
-  impl_ = std::move(impl).value();
-}
+Session::Session(Graph& graph, const std::string& target, SessionOptions options)
+    : Session(create(graph, target, std::move(options)).value()) {}
 
-Result<std::unique_ptr<Session>> Session::create(Graph& graph, SessionOptions options) {
+Result<Session> Session::create(Graph& graph, SessionOptions options) {
   auto impl = make_impl(graph, options);
   if (!impl.ok()) return impl.status();
-  return std::unique_ptr<Session>(new Session(graph, std::move(impl).value()));
+  return Session(graph, std::move(impl).value());
+}
+
+Result<Session> Session::create(Graph& graph, const std::string& target, SessionOptions options) {
+  options.target = target;
+  return create(graph, std::move(options));
+}
+
+Session::Session(Session&& other) noexcept : graph_(other.graph_), impl_(std::move(other.impl_)) {}
+
+Session& Session::operator=(Session&& other) noexcept {
+  if (this != &other) {
+    if (impl_) (void)impl_->close();
+    graph_ = other.graph_;
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
 }
 
 Session::~Session() {
@@ -68,11 +76,16 @@ Session::~Session() {
 
 Result<std::vector<Tensor>> Session::run(const std::vector<Fetch>& fetches, const FeedDict& feeds,
                                          const std::vector<Operation>& targets) {
+  return run(RunOptions{}, fetches, feeds, targets);
+}
+
+Result<std::vector<Tensor>> Session::run(const RunOptions& options, const std::vector<Fetch>& fetches,
+                                         const FeedDict& feeds, const std::vector<Operation>& targets) {
   if (!impl_) return failed_precondition("session is closed");
-  for (auto& f : fetches) AF_RETURN_IF_ERROR(graph_.check_owns(f.output, f.is_op ? "a fetched op" : "a fetch"));
-  for (auto& [o, t] : feeds) AF_RETURN_IF_ERROR(graph_.check_owns(o, "a feed"));
-  for (auto& op : targets) AF_RETURN_IF_ERROR(graph_.check_owns(op, "a target"));
-  RunRequest req{fetches, feeds, targets};
+  for (auto& f : fetches) AF_RETURN_IF_ERROR(graph_->check_owns(f.output, f.is_op ? "a fetched op" : "a fetch"));
+  for (auto& [o, t] : feeds) AF_RETURN_IF_ERROR(graph_->check_owns(o, "a feed"));
+  for (auto& op : targets) AF_RETURN_IF_ERROR(graph_->check_owns(op, "a target"));
+  RunRequest req{fetches, feeds, targets, options};
   return impl_->run(req);
 }
 
@@ -83,10 +96,10 @@ Result<Tensor> Session::eval(const Output& fetch, const FeedDict& feeds) {
 }
 
 Status Session::run_init() {
-  const auto& inits = graph_.collection("init_ops");
+  const auto& inits = graph_->collection("init_ops");
   if (inits.empty()) return Status::OK();
   std::vector<Operation> targets;
-  for (int id : inits) targets.emplace_back(&graph_, id);
+  for (int id : inits) targets.emplace_back(graph_, id);
   return run({}, {}, targets).status();
 }
 

@@ -54,8 +54,12 @@ class Iterator {
  public:
   virtual ~Iterator() = default;
   // The next chunk (a batch, after batch()); false at the end of the data; an error names
-  // the file and offset of a bad record.
-  virtual Result<bool> next(Components* out) = 0;
+  // the file and offset of a bad record, or the stage whose map function or batching
+  // failed.
+  Result<bool> next(Components* out) { return next(out, 0); }
+  // The same, failing with deadline_exceeded when no chunk comes within timeout_ms
+  // (0: wait as long as it takes).
+  virtual Result<bool> next(Components* out, int64_t timeout_ms) = 0;
 };
 
 }  // namespace actorflow::data

@@ -1,6 +1,6 @@
-// The CPU device as kernels see it: the pooling allocator and an Eigen thread pool for
-// intra-op parallelism. Eigen stays out of this header; kernels reach the
-// Eigen::ThreadPoolDevice through native_handle() (see ops/cpu/eigen_device.h).
+// The CPU device as kernels see it: an allocator and a share of the process's one intra-op
+// thread pool. Eigen stays out of this header; kernels reach the Eigen::ThreadPoolDevice
+// through native_handle() (see ops/cpu/eigen_device.h).
 #pragma once
 #include <memory>
 
@@ -8,14 +8,23 @@
 
 namespace actorflow {
 
+// How many threads the process gives to compute: $AF_NUM_THREADS, else the machine's
+// cores. The intra-op pool has this many threads and so has the actor scheduler; a
+// kernel that shards over the pool blocks its scheduler thread meanwhile, so the two
+// together keep about this many threads busy rather than twice as many.
+int cpu_thread_budget();
+
 class CpuDevice final : public DeviceContext {
  public:
-  // threads <= 0: the machine's cores.
-  explicit CpuDevice(int threads = 0, int index = 0);
+  // threads <= 0: the whole pool; otherwise at most `threads` shards run at once.
+  // allocator null: the process-wide pooling allocator.
+  explicit CpuDevice(int threads = 0, int index = 0, Allocator* allocator = nullptr);
   ~CpuDevice() override;
   DeviceId id() const override { return {DeviceType::CPU, index_}; }
-  Allocator* allocator() const override { return cpu_allocator(); }
+  Allocator* allocator() const override { return allocator_; }
   int num_threads() const override { return threads_; }
+  // An exception thrown by `fn` on a pool thread is rethrown here, on the caller's thread,
+  // after every shard has finished.
   void parallel_for(int64_t n, int64_t cost_per_unit,
                     const std::function<void(int64_t, int64_t)>& fn) const override;
   void* native_handle() const override;
@@ -23,6 +32,7 @@ class CpuDevice final : public DeviceContext {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  Allocator* allocator_;
   int threads_;
   int index_;
 };
