@@ -1,6 +1,8 @@
 // The client end of a daemon connection (connection_client.h).
 #include "connection_client.h"
 
+#include <unistd.h>
+
 namespace actorflow::net {
 namespace {
 
@@ -58,7 +60,11 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
                     "cannot connect to the node daemon at " + label + ": " + why);
     }
   }
-  Handshake hs(Handshake::Side::client, Identity{"client", "client", random_incarnation()}, token, *nonce);
+  // Daemons log clients by this name: which process on which host.
+  char host_name[256] = {};
+  if (::gethostname(host_name, sizeof host_name - 1) != 0) host_name[0] = '\0';
+  std::string me = "pid " + std::to_string(::getpid()) + " on " + (host_name[0] ? host_name : "?");
+  Handshake hs(Handshake::Side::client, Identity{"client", me, random_incarnation()}, token, *nonce);
   c->conn_ = Connection::create(std::move(socket), std::move(hs), options, label);
   DaemonClient* raw = c.get();
   c->conn_->start(Connection::Handlers{
