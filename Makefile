@@ -4,6 +4,8 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 SANITIZE ?= OFF
+# -march=native for the builds made here; `cmake --install` builds leave it off (CMakeLists.txt).
+NATIVE ?= ON
 
 .PHONY: all deps configure build run test bench clean asan
 
@@ -13,7 +15,7 @@ deps:
 	@bash scripts/install-deps.sh
 
 $(BUILD_DIR)/build.ninja:
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DAF_SANITIZE=$(SANITIZE) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DAF_SANITIZE=$(SANITIZE) -DAF_NATIVE=$(NATIVE) $(CMAKE_FLAGS)
 
 configure: deps $(BUILD_DIR)/build.ninja
 

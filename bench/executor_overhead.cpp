@@ -41,7 +41,7 @@ bench::Prepared chain(const bench::Params& p) {
   f->y = y;
   af::SessionOptions opts;
   opts.intra_op_threads = bench::threads();
-  f->sess = std::make_unique<af::Session>(f->g, opts);
+  f->sess = std::make_unique<af::Session>(af::Session::create(f->g, opts).value());
   f->in = af::Tensor::scalar(0.0f);
   bench::Prepared prep;
   prep.sides.push_back({"ours", ours_threads(bench::threads()), [f, n, reps] {
@@ -69,7 +69,7 @@ bench::Prepared step(const bench::Params& p) {
   f->y = af::identity(f->x);
   af::SessionOptions opts;
   opts.intra_op_threads = bench::threads();
-  f->sess = std::make_unique<af::Session>(f->g, opts);
+  f->sess = std::make_unique<af::Session>(af::Session::create(f->g, opts).value());
   f->in = af::Tensor::scalar(1.0f);
   bench::Prepared prep;
   std::string words = ours_threads(bench::threads()) + ", Session::run of Identity on a fed scalar";
@@ -108,7 +108,7 @@ bench::Prepared pipelining(const bench::Params& p) {
   f->b = branch("b");
   af::SessionOptions opts;
   opts.intra_op_threads = 1;
-  f->sess = std::make_unique<af::Session>(f->g, opts);
+  f->sess = std::make_unique<af::Session>(af::Session::create(f->g, opts).value());
   f->in = af::Tensor::filled(af::f32, {n, n}, 1.0);
   bench::Prepared prep;
   prep.sides.push_back({"ours", ours_threads(1) + ", both branches in one run", [f] {

@@ -38,7 +38,7 @@ struct Fixture {
 std::unique_ptr<af::Session> make_session(af::Graph& g) {
   af::SessionOptions opts;
   opts.intra_op_threads = bench::threads();
-  return std::make_unique<af::Session>(g, opts);
+  return std::make_unique<af::Session>(af::Session::create(g, opts).value());
 }
 
 // Threads for OpenBLAS (libtorch's sgemm) during the matmul cases: as many as ours

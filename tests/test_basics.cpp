@@ -8,7 +8,7 @@ TEST_CASE("hello graph: a string constant and 10 + 32") {
   af::Graph g;
   auto hello = af::constant(g, "Hello, ActorFlow!");
   auto sum = af::constant(g, 10) + af::constant(g, 32);
-  af::Session sess(g, af::SessionOptions{.executor = "sequential"});
+  auto sess = af::Session::create(g, af::SessionOptions{.executor = "sequential"}).value();
   auto out = sess.run({hello, sum});
   REQUIRE(out.ok());
   CHECK((*out)[0].item<std::string>() == "Hello, ActorFlow!");
@@ -21,7 +21,7 @@ TEST_CASE("broadcasting add of [2,3] and [3]") {
   auto b = af::constant(g, std::vector<float>{10, 20, 30}, af::Shape{3});
   auto c = a + b;
   CHECK(c.shape() == af::Shape{2, 3});
-  af::Session sess(g, af::SessionOptions{.executor = "sequential"});
+  auto sess = af::Session::create(g, af::SessionOptions{.executor = "sequential"}).value();
   auto out = sess.eval(c);
   REQUIRE(out.ok());
   CHECK(out->to_vector<float>() == std::vector<float>{11, 22, 33, 14, 25, 36});
@@ -31,7 +31,7 @@ TEST_CASE("placeholder feeds and a missing feed names the node") {
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {-1, 2}, "x");
   auto y = x * 2.0;
-  af::Session sess(g, af::SessionOptions{.executor = "sequential"});
+  auto sess = af::Session::create(g, af::SessionOptions{.executor = "sequential"}).value();
   auto out = sess.run({y}, {{x, af::Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})}});
   REQUIRE(out.ok());
   CHECK((*out)[0].to_vector<float>() == std::vector<float>{2, 4, 6, 8});

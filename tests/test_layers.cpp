@@ -129,7 +129,7 @@ TEST_CASE("batch_norm layer: variables, collections, moving averages in training
   auto mv = af::Output(&g, g.find_node("batch_normalization/moving_variance")->id);
   // Channel 0: 1, 2, 3, 4 (mean 2.5, unbiased var 5/3); channel 1: 0, 0, 0, 8 (2, 16).
   auto xv = af::Tensor::from_vector<double>({1, 0, 2, 0, 3, 0, 4, 8}, {4, 2});
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   auto r = sess.run({y}, {{x, xv}});
   REQUIRE(r.ok());
@@ -157,7 +157,7 @@ TEST_CASE("batch_norm with a runtime flag: inference uses and keeps the moving s
   auto mm = af::read_variable(af::Output(&g, g.find_node("bn/moving_mean")->id));
   auto mv = af::read_variable(af::Output(&g, g.find_node("bn/moving_variance")->id));
   auto xv = to_f32(aft::random_f64({4, 3, 3, 2}, 1, 3, 7));
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   for (int i = 0; i < 3; ++i) REQUIRE(sess.run({y}, {{x, xv}, {training, af::Tensor::scalar(true)}}).ok());
   auto before = sess.run({mm, mv});
@@ -196,7 +196,7 @@ TEST_CASE("batch_norm: static inference, detached updates, errors") {
   CHECK(g.find_node("batch_norm/gamma")->op == "Const");
   REQUIRE(g.collection("update_ops").size() == 2);
   auto mm = af::read_variable(af::Output(&g, g.find_node("batch_norm/moving_mean")->id));
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   REQUIRE(sess.run({y}, {{x, xv}}).ok());
   aft::check_close((*sess.run({mm}))[0], {0, 0});
@@ -256,7 +256,7 @@ TEST_CASE("a small CNN with every layer trains") {
       for (int j = 0; j < 3; ++j) s += xv.data<float>()[(n * 6 + i) * 6 + j];
     tv.data<float>()[n] = static_cast<float>(s / 9 * 4);
   }
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   auto first = sess.run({loss}, {{x, xv}, {t, tv}});
   REQUIRE(first.ok());

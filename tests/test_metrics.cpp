@@ -98,7 +98,7 @@ TEST_CASE("auc: perfectly separated is 1, reversed is 0, a small known example i
   auto p = af::placeholder(g, af::f32, {-1}, "p");
   auto y = af::placeholder(g, af::i32, {-1}, "y");
   auto m = af::auc(y, p);
-  af::Session sess(g, opts);
+  auto sess = af::Session::create(g, opts).value();
   REQUIRE(sess.run_init().ok());
   auto feeds = [&](std::vector<float> pv, std::vector<int32_t> yv) {
     return af::FeedDict{{p, af::Tensor::from_vector(pv)}, {y, af::Tensor::from_vector(yv)}};
@@ -135,7 +135,7 @@ TEST_CASE("auc: streaming over batches matches Mann-Whitney on the union within 
   auto p = af::placeholder(g, af::f32, {-1}, "p");
   auto y = af::placeholder(g, af::i32, {-1}, "y");
   auto m = af::auc(y, p);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   double last = 0;
   for (int b = 0; b < 3; ++b) {
@@ -167,7 +167,7 @@ TEST_CASE("auc: weights scale the counts; zero weights drop examples") {
   auto y = af::placeholder(g, af::boolean, {-1}, "y");
   auto w = af::placeholder(g, af::f64, {-1}, "w");
   auto m = af::auc(y, p, w, 50, "wauc");
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   // With the last two (mis-ordered) examples weighted 0 the rest is perfectly separated.
   auto pv = af::Tensor::from_vector<double>({0.1, 0.2, 0.8, 0.9, 0.95, 0.05});
@@ -193,7 +193,7 @@ TEST_CASE("auc: the state is local, zero after init, and named under the metric'
   CHECK(g.collection("metric_variables").size() == 4);
   CHECK(m.value.dtype() == af::f32);
   CHECK(m.update.shape() == af::Shape{});
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   auto tp = sess.run({m.variables[0]});
   REQUIRE(tp.ok());
@@ -207,7 +207,7 @@ TEST_CASE("auc: a prediction outside [0, 1] fails the update naming the node and
   auto p = af::placeholder(g, af::f32, {-1}, "p");
   auto y = af::placeholder(g, af::i32, {-1}, "y");
   auto m = af::auc(y, p);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   auto r = sess.run({m.update}, {{p, af::Tensor::from_vector<float>({0.5f, 0.2f, 1.5f})}, {y, af::Tensor::from_vector<int32_t>({1, 0, 1})}});
   REQUIRE_FALSE(r.ok());

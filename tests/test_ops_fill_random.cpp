@@ -57,7 +57,7 @@ af::SessionOptions each_backend() {
 }
 
 af::Tensor run_once(af::Graph& g, const af::Output& y, af::SessionOptions opts = {}) {
-  af::Session sess(g, opts);
+  auto sess = af::Session::create(g, opts).value();
   auto r = sess.eval(y);
   if (!r.ok()) FAIL(r.status().to_string());
   return *r;
@@ -175,7 +175,8 @@ TEST_CASE("random ops with the same seeds give the same tensors in fresh session
   }
   // The whole sequence replays, not just the first draw.
   af::SessionOptions opts = each_backend();
-  af::Session s1(g1, opts), s2(g2, opts);
+  auto s1 = af::Session::create(g1, opts).value();
+  auto s2 = af::Session::create(g2, opts).value();
   for (int step = 0; step < 3; ++step) CHECK(s1.eval(y1[0])->equals(*s2.eval(y2[0])));
   // A graph seed alone seeds every op deterministically, each op differently.
   af::Graph h1, h2;
@@ -203,7 +204,7 @@ TEST_CASE("two runs in one session draw different values") {
   af::Graph g;
   std::vector<af::Output> ys = {af::random_normal(g, {10}, 0, 1, 3), af::random_uniform(g, {10}, 0, 1, 3),
                                 af::truncated_normal(g, {10}, 0, 1, 3)};
-  af::Session sess(g, each_backend());
+  auto sess = af::Session::create(g, each_backend()).value();
   for (auto& y : ys) {
     auto first = sess.eval(y);
     auto second = sess.eval(y);

@@ -403,7 +403,7 @@ TEST_CASE("dropout: scaling, mask, seeds, and off at inference") {
   auto y = af::dropout(x, 0.7, true, 5);
   REQUIRE(y.node().op == "Dropout");
   auto ones = af::Tensor::filled(af::f32, {40, 100}, 1.0);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   auto a = sess.run({y, af::Output(y.graph(), y.node_id(), 1)}, {{x, ones}});
   REQUIRE(a.ok());
   const af::Tensor& yv = (*a)[0];
@@ -425,7 +425,7 @@ TEST_CASE("dropout: scaling, mask, seeds, and off at inference") {
   // like a random op's, is per session and fetch set, so the runs fetch the same set.)
   auto b = sess.run({y, af::Output(y.graph(), y.node_id(), 1)}, {{x, ones}});
   CHECK_FALSE((*b)[0].equals(yv));
-  af::Session sess2(g);
+  auto sess2 = af::Session::create(g).value();
   CHECK((*sess2.run({y, af::Output(y.graph(), y.node_id(), 1)}, {{x, ones}}))[0].equals(yv));
 
   // Kept exactly where RandomUniform with the same seeds draws >= 1 - keep_prob.
@@ -444,7 +444,7 @@ TEST_CASE("dropout: scaling, mask, seeds, and off at inference") {
   auto flag = af::placeholder(g, af::boolean, {}, "training");
   auto yf = af::dropout(x, 0.5, flag, 1);
   auto xv = to_f32(aft::random_f64({3, 100}));
-  af::Session sess3(g);
+  auto sess3 = af::Session::create(g).value();
   auto off = sess3.run({yf, af::Output(&g, yf.node_id(), 1)}, {{x, xv}, {flag, af::Tensor::scalar(false)}});
   REQUIRE(off.ok());
   CHECK((*off)[0].equals(xv));
@@ -490,7 +490,7 @@ TEST_CASE("speed: conv 5x5 32->64 on [64,14,14,32] f32, forward + backward") {
   auto y = af::conv2d(x, w, {1, 1}, "SAME");
   auto dy = af::placeholder(g, af::f32, {64, 14, 14, 64}, "dy");
   auto d = af::gradients({y}, {x, w}, {dy});
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   af::FeedDict feeds = {{x, to_f32(aft::random_f64({64, 14, 14, 32}))},
                         {w, to_f32(aft::random_f64({5, 5, 32, 64}, -0.1, 0.1))},
                         {dy, to_f32(aft::random_f64({64, 14, 14, 64}))}};

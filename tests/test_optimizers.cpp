@@ -48,7 +48,7 @@ Outcome run_dense(af::optim::Optimizer& opt, const std::vector<float>& w0, const
   auto grad = af::constant(gr, g, {static_cast<int64_t>(g.size())}, "grad");
   af::Operation train = opt.apply_gradients({{af::Gradient{grad, {}, {}}, w}});
   CHECK(train.node().op == "NoOp");
-  af::Session sess(gr, o);
+  auto sess = af::Session::create(gr, o).value();
   REQUIRE(sess.run_init().ok());
   for (int i = 0; i < steps; ++i) REQUIRE(sess.run({}, {}, {train}).ok());
   Outcome out{fetch(sess, w), {}};
@@ -74,7 +74,7 @@ Outcome run_sparse(af::optim::Optimizer& opt, int steps) {
   bool sparse_node = false;
   for (int id = 0; id < gr.num_nodes(); ++id) sparse_node = sparse_node || gr.node(id).op.rfind("SparseApply", 0) == 0;
   CHECK(sparse_node);
-  af::Session sess(gr);
+  auto sess = af::Session::create(gr).value();
   REQUIRE(sess.run_init().ok());
   for (int i = 0; i < steps; ++i) REQUIRE(sess.run({}, {}, {train}).ok());
   Outcome out{fetch(sess, w), {}};
@@ -126,7 +126,7 @@ double quadratic_error(af::optim::Optimizer& opt, int steps) {
   auto w = af::variable(g, af::zeros(g, {4}), "w");
   auto loss = af::reduce_sum(af::square(w - af::constant(g, target, {4}, "target")), {}, false, "loss");
   af::Operation train = opt.minimize(loss);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   double first_loss = fetch(sess, loss).item<float>();
   for (int i = 0; i < steps; ++i) REQUIRE(sess.run({}, {}, {train}).ok());
@@ -272,7 +272,7 @@ TEST_CASE("Adam: the beta powers advance once per step") {
   REQUIRE(b1.valid());
   CHECK(b1.node().name == "beta1_power");
   CHECK(b2.node().name == "beta2_power");
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   aft::check_close(fetch(sess, b1), {0.8});
   for (int i = 0; i < 3; ++i) REQUIRE(sess.run({}, {}, {train}).ok());
@@ -323,7 +323,7 @@ TEST_CASE("float64 variables are updated in float64") {
   af::optim::Adam opt(0.1);
   af::Operation train = opt.minimize(loss);
   CHECK(opt.get_slot(w, "m").dtype() == af::f64);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   REQUIRE(sess.run({}, {}, {train}).ok());
   af::Tensor v = fetch(sess, w);

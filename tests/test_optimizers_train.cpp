@@ -67,7 +67,7 @@ TEST_CASE("slots: named after the variable, not trainable, initialized by run_in
   CHECK(apply->attr_string("m") == "dense/w/Adam");
   CHECK(train.name() == "Adam");
 
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   aft::check_close(fetch(sess, m), {0, 0, 0, 0});
   // A second minimize on the same variable shares the slots.
@@ -88,7 +88,7 @@ TEST_CASE("minimize under control dependencies: slot initializers do not inherit
     af::ControlDependencies deps(g, {bump});
     train = opt.minimize(af::square(w - x));
   }
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   // Would need a feed for x if the slot's initializer waited on `bump`.
   REQUIRE(sess.run_init().ok());
   REQUIRE(sess.run({}, {{x, af::Tensor::scalar(2.0f)}}, {train}).ok());
@@ -113,7 +113,7 @@ TEST_CASE("global_step: one int64 variable per graph, +1 per minimize run") {
     CAPTURE(executor);
     af::SessionOptions o;
     o.executor = executor;
-    af::Session sess(g, o);
+    auto sess = af::Session::create(g, o).value();
     REQUIRE(sess.run_init().ok());
     CHECK(fetch(sess, step).item<int64_t>() == 0);
     for (int64_t i = 1; i <= 3; ++i) {
@@ -134,7 +134,7 @@ TEST_CASE("a loss fetched with the train op is the loss before the update") {
   auto loss = w * x;  // d loss / d w = x: the update does not read w
   af::optim::SGD opt(1.0);
   af::Operation train = opt.minimize(loss);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   for (int i = 0; i < 20; ++i) {
     auto r = sess.run({loss, w}, {{x, af::Tensor::scalar(1.0f)}}, {train});
@@ -150,7 +150,7 @@ TEST_CASE("exponential_decay: lr * rate^(step / decay_steps), staircase floors t
   auto smooth = af::train::exponential_decay(0.1, step, 10, 0.5);
   auto stairs = af::train::exponential_decay(0.1, step, 10, 0.5, true);
   CHECK(smooth.dtype() == af::f32);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   struct Row { int64_t step; double smooth, stairs; };
   for (Row r : {Row{0, 0.1, 0.1}, Row{5, 0.1 * std::pow(0.5, 0.5), 0.1}, Row{10, 0.05, 0.05},
                 Row{25, 0.1 * std::pow(0.5, 2.5), 0.025}, Row{39, 0.1 * std::pow(0.5, 3.9), 0.0125}}) {
@@ -175,7 +175,7 @@ TEST_CASE("a decayed learning rate drives the optimizer, step by step") {
   auto lr = af::train::exponential_decay(0.1, step, 1, 0.5, true);
   af::optim::SGD opt(lr);
   af::Operation train = opt.minimize(w * 1.0, {}, step);  // gradient 1
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   for (int i = 0; i < 3; ++i) REQUIRE(sess.run({}, {}, {train}).ok());
   // lr 0.1, 0.05, 0.025 at steps 0, 1, 2.
@@ -188,7 +188,7 @@ TEST_CASE("a placeholder learning rate is fed per run") {
   auto w = af::variable(g, af::zeros(g, {2}, af::f64), "w");
   af::optim::GradientDescent opt(lr);
   af::Operation train = opt.minimize(af::reduce_sum(w * 2.0));  // f32 lr cast to f64
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   REQUIRE(sess.run({}, {{lr, af::Tensor::scalar(0.5f)}}, {train}).ok());
   REQUIRE(sess.run({}, {{lr, af::Tensor::scalar(0.25f)}}, {train}).ok());
@@ -230,7 +230,7 @@ TEST_CASE("clip_by_global_norm over grads and vars, then apply_gradients") {
   auto gv = opt.compute_gradients(loss);
   auto [clipped, norm] = af::train::clip_by_global_norm(gv, 5.0);
   af::Operation train = opt.apply_gradients(clipped);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   REQUIRE(sess.run({}, {}, {train}).ok());
   aft::check_close(fetch(sess, w), {-3, -4});
@@ -248,7 +248,7 @@ TEST_CASE("embeddings: the gradient of gather updates only the gathered rows") {
   REQUIRE(gv.size() == 1);
   CHECK(gv[0].first.sparse());
   af::Operation train = opt.apply_gradients(gv);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   REQUIRE(sess.run_init().ok());
   REQUIRE(sess.run({}, {{ids, af::Tensor::from_vector<int64_t>({1, 3, 1}, {3})}}, {train}).ok());
   // Row 1 twice: g = {2, 4} summed, accum = 1 + g^2 = {5, 17}; w -= 0.5 g / sqrt(accum).
@@ -309,7 +309,7 @@ TEST_CASE("Apply ops: runtime errors") {
     auto w = af::variable(g, af::zeros(g, {2}), "w");
     af::optim::SGD opt(0.1);
     af::Operation train = opt.minimize(af::reduce_sum(w));
-    af::Session sess(g);  // no run_init
+    auto sess = af::Session::create(g).value();  // no run_init
     auto r = sess.run({}, {}, {train});
     REQUIRE_FALSE(r.ok());
     CHECK(contains(r.status().to_string(), "initialized"));
@@ -320,7 +320,7 @@ TEST_CASE("Apply ops: runtime errors") {
     auto l1 = af::placeholder(g, af::f32, {}, "l1");
     af::optim::Ftrl opt(0.1, l1);
     af::Operation train = opt.minimize(af::reduce_sum(w));
-    af::Session sess(g);
+    auto sess = af::Session::create(g).value();
     REQUIRE(sess.run_init().ok());
     auto r = sess.run({}, {{l1, af::Tensor::scalar(-1.0f)}}, {train});
     REQUIRE_FALSE(r.ok());
@@ -333,7 +333,7 @@ TEST_CASE("Apply ops: runtime errors") {
     auto w = af::variable(g, af::zeros(g, {0, 3}), "w");
     af::optim::RMSProp opt(0.1);
     af::Operation train = opt.minimize(af::reduce_sum(w) + af::reduce_sum(af::gather(w, af::constant(g, std::vector<int64_t>{}, {0}))));
-    af::Session sess(g);
+    auto sess = af::Session::create(g).value();
     REQUIRE(sess.run_init().ok());
     REQUIRE(sess.run({}, {}, {train}).ok());
     CHECK(fetch(sess, w).num_elements() == 0);
@@ -378,7 +378,7 @@ TEST_CASE("a training graph survives a GraphDef round trip and trains the same")
   REQUIRE_MESSAGE(back.ok(), back.status().to_string());
   af::Graph& g2 = **back;
   auto run = [](af::Graph& graph) {
-    af::Session sess(graph);
+    auto sess = af::Session::create(graph).value();
     REQUIRE(sess.run_init().ok());
     auto t = graph.find_output("train");
     REQUIRE(t.ok());

@@ -66,7 +66,7 @@ TEST_CASE("async kernels overlap beyond the scheduler's threads") {
     branches.push_back(g.add_node(spec)->output(0));
   }
   auto total = af::add_n(branches);
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   auto out = sess.run({total}, {{x, af::Tensor::scalar(1.0f)}});
   REQUIRE(out.ok());
   CHECK((*out)[0].item<float>() == doctest::Approx(21.0));
@@ -140,7 +140,7 @@ TEST_CASE("credits bound how far a producer runs ahead of a stalled consumer") {
     auto consumed = g.add_node(c)->output(0);
     af::SessionOptions opts;
     opts.edge_capacity = k;
-    af::Session sess(g, opts);
+    auto sess = af::Session::create(g, opts).value();
     constexpr int kSteps = 8;
     std::vector<std::thread> clients;
     std::atomic<int> ok{0};

@@ -15,7 +15,7 @@ namespace af = actorflow;
 // linked) and fails the test on error.
 inline std::vector<af::Tensor> eval(af::Graph& g, const std::vector<af::Output>& fetches, const af::FeedDict& feeds = {},
                                     af::SessionOptions opts = {}) {
-  af::Session sess(g, opts);
+  auto sess = af::Session::create(g, opts).value();
   REQUIRE(sess.run_init().ok());
   std::vector<af::Fetch> f(fetches.begin(), fetches.end());
   auto r = sess.run(f, feeds);
@@ -29,7 +29,7 @@ inline af::Tensor eval1(af::Graph& g, const af::Output& fetch, const af::FeedDic
 
 // The status of running `fetch`, for error tests.
 inline af::Status eval_status(af::Graph& g, const af::Output& fetch, const af::FeedDict& feeds = {}) {
-  af::Session sess(g);
+  auto sess = af::Session::create(g).value();
   return sess.run({fetch}, feeds).status();
 }
 

@@ -1,6 +1,6 @@
 // Gradients of elementwise binary ops. Each reduces its broadcast result back to the
 // shape of the input it flows into.
-#include "actorflow/actorflow.h"
+#include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 
 namespace actorflow {

@@ -1,5 +1,5 @@
 // Gradients of BiasAdd, BiasAddGrad, L2Loss and the cross-entropy losses.
-#include "actorflow/actorflow.h"
+#include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 #include "../../engine/src/dsl/dsl_build.h"
 

@@ -1,7 +1,7 @@
 // Gradient of MatMul, for every transpose combination. Each product below yields the
 // gradient in the operand's own layout with the output's (broadcast) batch dims; those
 // are then summed back to the operand's batch dims.
-#include "actorflow/actorflow.h"
+#include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 
 namespace actorflow {

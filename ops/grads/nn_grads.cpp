@@ -6,7 +6,7 @@
 // them again (second derivatives come for free). Likewise MaxPoolGrad and
 // MaxPoolGradGrad are transposes of each other (for fixed argmax positions), and
 // AvgPoolGrad is the transpose of AvgPool.
-#include "actorflow/actorflow.h"
+#include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 #include "../../engine/src/dsl/dsl_build.h"
 

@@ -1,5 +1,5 @@
 // Gradients of reductions (Sum, Mean; Max/Min/Prod elsewhere) and of arg-reductions.
-#include "actorflow/actorflow.h"
+#include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 #include "../../engine/src/dsl/dsl_build.h"
 

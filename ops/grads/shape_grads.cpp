@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 #include "../../engine/src/dsl/dsl_build.h"
 

@@ -1,7 +1,7 @@
 // Gradients of elementwise unary math, activations, Softmax/LogSoftmax, Cast and the
 // pass-through ops. Where the derivative is cheaper from the output (exp, sigmoid, tanh,
 // sqrt) it is built from the output, as TF does.
-#include "actorflow/actorflow.h"
+#include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 
 namespace actorflow {

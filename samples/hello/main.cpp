@@ -12,8 +12,12 @@ int main() {
   auto b = af::constant(g, 32, "b");
   auto sum = a + b;
 
-  af::Session sess(g);
-  auto out = sess.run({hello, sum});
+  auto sess = af::Session::create(g);
+  if (!sess.ok()) {
+    std::cerr << sess.status().to_string() << "\n";
+    return 1;
+  }
+  auto out = sess->run({hello, sum});
   if (!out.ok()) {
     std::cerr << out.status().to_string() << "\n";
     return 1;

@@ -53,7 +53,7 @@ inline af::Result<Fit> train(const Data& d, int epochs, double lr,
   af::optim::SGD opt(lr);
   af::Operation train_op = opt.minimize(loss);
 
-  af::Session sess(g);
+  AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g));
   AF_RETURN_IF_ERROR(sess.run_init());
   Fit fit;
   for (int epoch = 1; epoch <= epochs; ++epoch) {

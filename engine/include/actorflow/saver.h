@@ -59,9 +59,10 @@ class Saver {
  public:
   // var_list: VariableV2 outputs to save; empty = every variable in the graph's
   // "variables" collection now (weights, optimizer slots, global_step). Builds, once, a
-  // placeholder and an Assign per variable for restoring. Throws af::Error for a var_list
-  // entry that is not a variable, a string variable (safetensors cannot hold strings) or a
-  // negative max_to_keep.
+  // placeholder and an Assign per variable for restoring. That is graph building, so like
+  // every DSL call it throws af::Error (for a var_list entry that is not a variable, a
+  // string variable, which safetensors cannot hold, or a negative max_to_keep); it touches
+  // no file. save() and restore() touch files and return a Status.
   explicit Saver(Graph& graph, std::vector<Output> var_list = {}, int max_to_keep = 5);
 
   // Reads every variable in one step (a consistent snapshot) and writes a checkpoint.

@@ -28,8 +28,8 @@ struct SessionOptions {
   std::vector<std::string> encode_edges_of;
   // "" (default: the actor runtime) or "sequential" (the reference evaluator).
   std::string executor;
-  // Where to run: "" = in process; "af://host:port" = a node daemon, once the network
-  // layer (net/) registers its "remote" backend; until then create() fails with not_found.
+  // Where to run: "" = in process; "af://host:port" = the whole graph on an
+  // actorflow-node daemon (net/'s "remote" backend).
   std::string target;
   // A step that has not finished after this long fails with deadline_exceeded; 0: no
   // deadline. RunOptions::timeout_ms overrides it for one run.

@@ -1,14 +1,16 @@
 // TensorBoard summaries: SummaryWriter appends Event protos to
 // <logdir>/events.out.tfevents.<unix time>.<hostname> in TFRecord framing, the format
 // TensorBoard (and tf.summary) read. The training loop passes values it fetched:
-//   af::SummaryWriter w("runs/exp1");
-//   w.add_graph(g);
-//   w.add_scalar("loss", loss.item<float>(), step);
-//   w.add_histogram("dense/kernel", kernel_value, step);
+//   auto w = af::SummaryWriter::create("runs/exp1");
+//   if (!w.ok()) { ...w.status()... }
+//   w->add_graph(g);
+//   w->add_scalar("loss", loss.item<float>(), step);
+//   w->add_histogram("dense/kernel", kernel_value, step);
+// Every call returns a Status: a full disk must not end a training run, so the loop
+// decides what a failed summary means.
 #pragma once
-#include <chrono>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,15 +23,21 @@ class SummaryWriter {
  public:
   // Creates `logdir` (with parents) and a new event file in it, starting with the
   // file_version event "brain.Event:2". Buffered events are written out by flush(), when
-  // `flush_secs` have passed since the last write-out, and by close(). Throws af::Error
-  // when the file cannot be created.
+  // `flush_secs` have passed since the last write-out, and by close(). Fails when the
+  // directory or the file cannot be created.
+  static Result<SummaryWriter> create(const std::string& logdir, double flush_secs = 10);
+  // Kept for existing code: create(...).value(), i.e. throws af::Error on failure.
+  [[deprecated("use SummaryWriter::create, which returns Result<SummaryWriter>")]]
   explicit SummaryWriter(const std::string& logdir, double flush_secs = 10);
   ~SummaryWriter();
+  // Moves, does not copy; a moved-from writer is closed.
+  SummaryWriter(SummaryWriter&&) noexcept;
+  SummaryWriter& operator=(SummaryWriter&&) noexcept;
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;
 
-  // The event file's path.
-  const std::string& path() const { return path_; }
+  // The event file's path ("" for a moved-from writer).
+  const std::string& path() const;
 
   Status add_scalar(const std::string& tag, float value, int64_t step);
   // A histogram of every element of `values` (numeric or bool, host memory) with
@@ -44,15 +52,11 @@ class SummaryWriter {
 
   // Safe to call from several threads.
  private:
+  struct File;  // the open event file, its buffer and its lock
+  explicit SummaryWriter(std::unique_ptr<File> file);
   Status append(const std::string& event);
-  Status write_out_locked();
 
-  std::mutex mu_;
-  std::string path_;
-  int fd_ = -1;
-  std::string buffer_;
-  double flush_secs_;
-  std::chrono::steady_clock::time_point last_write_;
+  std::unique_ptr<File> file_;
 };
 
 // The payloads of a TFRecord file such as an event file, every length and CRC checked;

@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 
 #include "io/event_proto.h"
 #include "io/safetensors.h"
@@ -38,47 +41,75 @@ Status check_tag(const std::string& tag, const char* what) {
 
 }  // namespace
 
-SummaryWriter::SummaryWriter(const std::string& logdir, double flush_secs) : flush_secs_(flush_secs) {
+struct SummaryWriter::File {
+  std::mutex mu;
+  std::string path;
+  int fd = -1;
+  std::string buffer;
+  double flush_secs = 10;
+  std::chrono::steady_clock::time_point last_write;
+
+  ~File() {
+    if (fd >= 0) ::close(fd);
+  }
+  Status write_out_locked() {
+    last_write = std::chrono::steady_clock::now();
+    if (buffer.empty()) return Status::OK();
+    Status s = st::write_all(fd, buffer.data(), buffer.size(), path);
+    buffer.clear();
+    return s;
+  }
+};
+
+Result<SummaryWriter> SummaryWriter::create(const std::string& logdir, double flush_secs) {
+  const std::string dir = logdir.empty() ? std::string(".") : logdir;
   std::error_code ec;
-  std::filesystem::create_directories(logdir.empty() ? "." : logdir, ec);
-  if (ec) throw Error(internal_error("SummaryWriter: cannot create log directory '" + logdir + "': " + ec.message()));
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return internal_error("SummaryWriter: cannot create log directory '" + logdir + "': " + ec.message());
+  auto file = std::make_unique<File>();
+  file->flush_secs = flush_secs;
   char stamp[32];
   std::snprintf(stamp, sizeof stamp, "%010lld", static_cast<long long>(wall_time()));
-  const std::string base = (logdir.empty() ? std::string(".") : logdir) + "/events.out.tfevents." + stamp + "." + hostname();
+  const std::string base = dir + "/events.out.tfevents." + stamp + "." + hostname();
   // Two writers started in the same second in one directory get distinct files.
-  for (int k = 0; fd_ < 0; ++k) {
-    path_ = k == 0 ? base : base + "." + std::to_string(k);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-    if (fd_ < 0 && (errno != EEXIST || k > 1000))
-      throw Error(internal_error("SummaryWriter: cannot create '" + path_ + "': " + std::strerror(errno)));
+  for (int k = 0; file->fd < 0; ++k) {
+    file->path = k == 0 ? base : base + "." + std::to_string(k);
+    file->fd = ::open(file->path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (file->fd < 0 && (errno != EEXIST || k > 1000))
+      return internal_error("SummaryWriter: cannot create '" + file->path + "': " + std::strerror(errno));
   }
-  last_write_ = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
-  buffer_ = pb::frame_record(pb::encode_file_version_event(wall_time(), "brain.Event:2"));
-  Status s = write_out_locked();
-  if (!s.ok()) {
-    ::close(fd_);
-    fd_ = -1;
-    throw Error(s);
+  file->buffer = pb::frame_record(pb::encode_file_version_event(wall_time(), "brain.Event:2"));
+  AF_RETURN_IF_ERROR(file->write_out_locked());
+  return SummaryWriter(std::move(file));
+}
+
+SummaryWriter::SummaryWriter(std::unique_ptr<File> file) : file_(std::move(file)) {}
+SummaryWriter::SummaryWriter(const std::string& logdir, double flush_secs)
+    : SummaryWriter(create(logdir, flush_secs).value()) {}
+SummaryWriter::SummaryWriter(SummaryWriter&&) noexcept = default;
+
+SummaryWriter& SummaryWriter::operator=(SummaryWriter&& other) noexcept {
+  if (this != &other) {
+    (void)close();
+    file_ = std::move(other.file_);
   }
+  return *this;
 }
 
 SummaryWriter::~SummaryWriter() { (void)close(); }
 
-Status SummaryWriter::write_out_locked() {
-  last_write_ = std::chrono::steady_clock::now();
-  if (buffer_.empty()) return Status::OK();
-  Status s = st::write_all(fd_, buffer_.data(), buffer_.size(), path_);
-  buffer_.clear();
-  return s;
+const std::string& SummaryWriter::path() const {
+  static const std::string none;
+  return file_ ? file_->path : none;
 }
 
 Status SummaryWriter::append(const std::string& event) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ < 0) return failed_precondition("SummaryWriter: '" + path_ + "' is closed");
-  buffer_ += pb::frame_record(event);
-  std::chrono::duration<double> since = std::chrono::steady_clock::now() - last_write_;
-  if (since.count() >= flush_secs_ || buffer_.size() >= (size_t{1} << 20)) return write_out_locked();
+  if (!file_) return failed_precondition("SummaryWriter: the writer was moved from");
+  std::lock_guard<std::mutex> lock(file_->mu);
+  if (file_->fd < 0) return failed_precondition("SummaryWriter: '" + file_->path + "' is closed");
+  file_->buffer += pb::frame_record(event);
+  std::chrono::duration<double> since = std::chrono::steady_clock::now() - file_->last_write;
+  if (since.count() >= file_->flush_secs || file_->buffer.size() >= (size_t{1} << 20)) return file_->write_out_locked();
   return Status::OK();
 }
 
@@ -99,20 +130,23 @@ Status SummaryWriter::add_graph(const Graph& graph) {
 }
 
 Status SummaryWriter::flush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ < 0) return failed_precondition("SummaryWriter: '" + path_ + "' is closed");
-  AF_RETURN_IF_ERROR(write_out_locked());
-  if (::fsync(fd_) != 0) return internal_error("SummaryWriter: fsync of '" + path_ + "': " + std::strerror(errno));
+  if (!file_) return failed_precondition("SummaryWriter: the writer was moved from");
+  std::lock_guard<std::mutex> lock(file_->mu);
+  if (file_->fd < 0) return failed_precondition("SummaryWriter: '" + file_->path + "' is closed");
+  AF_RETURN_IF_ERROR(file_->write_out_locked());
+  if (::fsync(file_->fd) != 0)
+    return internal_error("SummaryWriter: fsync of '" + file_->path + "': " + std::strerror(errno));
   return Status::OK();
 }
 
 Status SummaryWriter::close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ < 0) return Status::OK();
-  Status s = write_out_locked();
-  st::Fd fd(fd_);
-  fd_ = -1;
-  Status c = fd.close(path_);
+  if (!file_) return Status::OK();
+  std::lock_guard<std::mutex> lock(file_->mu);
+  if (file_->fd < 0) return Status::OK();
+  Status s = file_->write_out_locked();
+  st::Fd fd(file_->fd);
+  file_->fd = -1;
+  Status c = fd.close(file_->path);
   return s.ok() ? c : s;
 }
 
