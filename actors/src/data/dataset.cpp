@@ -63,13 +63,6 @@ Shape with_rows(const Tensor& like, int64_t rows) {
   return Shape(dims);
 }
 
-// A view of rows [begin, end) sharing the buffer.
-Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
-  size_t stride = row_elems(t) * dtype_size(t.dtype());
-  size_t base = static_cast<size_t>(static_cast<char*>(t.raw_data()) - static_cast<char*>(t.buffer()->data()));
-  return Tensor(t.dtype(), with_rows(t, end - begin), t.buffer(), base + static_cast<size_t>(begin) * stride);
-}
-
 Shape row_shape(const Tensor& t) {
   std::vector<int64_t> dims = t.shape().dims();
   return Shape(std::vector<int64_t>(dims.begin() + 1, dims.end()));
@@ -119,7 +112,7 @@ class RowBuilder {
   void flush(std::vector<Chunk>& out, bool drop) {
     if (cur_.comps.empty() || cur_.rows == 0) return;
     if (!drop) {
-      for (auto& t : cur_.comps) t = slice_rows(t, 0, cur_.rows);
+      for (auto& t : cur_.comps) t = t.slice_rows(0, cur_.rows);
       out.push_back(std::move(cur_));
     }
     cur_ = Chunk();
@@ -158,7 +151,7 @@ class MapProcessor : public Processor {
         for (int64_t p = b; p < e; ++p) {
           int64_t lo = in.rows * p / parts, hi = in.rows * (p + 1) / parts;
           Components part;
-          for (auto& t : in.comps) part.push_back(slice_rows(t, lo, hi));
+          for (auto& t : in.comps) part.push_back(t.slice_rows(lo, hi));
           results[static_cast<size_t>(p)] = fn_(part);
         }
       });
@@ -337,7 +330,7 @@ class SourceActor : public LinkActor {
       }
       if (pos_ < rows) {
         int64_t end = std::min(rows, pos_ + kSourceChunkRows);
-        for (auto& t : stage_->tensors) c.comps.push_back(slice_rows(t, pos_, end));
+        for (auto& t : stage_->tensors) c.comps.push_back(t.slice_rows(pos_, end));
         c.rows = end - pos_;
         pos_ = end;
         return c;
