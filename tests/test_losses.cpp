@@ -159,7 +159,7 @@ TEST_CASE("gradient check: BiasAddGrad (second order)") {
 TEST_CASE("L2Loss: sum(x^2)/2 for vectors, scalars, empty and many-chunk tensors") {
   af::Graph g;
   auto a = af::l2_loss(af::constant(g, f32({1, 2, 3}, {3})));
-  auto s = af::l2_loss(af::constant(g, 3.0));
+  auto s = af::l2_loss(af::constant(g, 3.0, af::f64));
   auto e = af::l2_loss(af::constant(g, af::Tensor::zeros(af::f32, {0, 4})));
   af::Tensor big = af::Tensor::filled(af::f32, {300001}, 0.5f);
   auto l = af::l2_loss(af::constant(g, big));
