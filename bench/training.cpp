@@ -5,7 +5,6 @@
 // alone (shuffle + batch over the actor pipeline), examples per second.
 #include <actorflow/actorflow.h>
 #include <actorflow/data/dataset.h>
-#include <actorflow/data/readers.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include <memory>
 
 #include "harness/bench.h"
+#include "models.h"
 #ifdef AF_HAVE_TORCH
 #include "peers/torch_peers.h"
 #endif
@@ -23,7 +23,7 @@ namespace ad = actorflow::data;
 
 namespace {
 
-const char* kDir = "/usr/share/datasets/fashion-mnist";
+const char* kDir = kit::kFashionMnistDir;
 constexpr int64_t kBatch = 64;
 constexpr int64_t kStepsPerEpoch = 938;
 constexpr int64_t kCnnBatch = 50;
@@ -38,16 +38,9 @@ struct Data {
 
 std::shared_ptr<Data> load() {
   static std::shared_ptr<Data> d = [] {
-    auto img = ad::read_idx(std::string(kDir) + "/train-images-idx3-ubyte.gz");
-    auto lab = ad::read_idx(std::string(kDir) + "/train-labels-idx1-ubyte.gz");
-    bench::check(img.ok() && lab.ok(), "Fashion-MNIST not found (apt-get install dataset-fashion-mnist)");
-    auto out = std::make_shared<Data>();
-    int64_t n = img->dim(0);
-    out->x = af::Tensor(af::f32, {n, 784});
-    out->y = af::Tensor(af::i64, {n});
-    for (int64_t i = 0; i < n * 784; ++i) out->x.data<float>()[i] = img->data<uint8_t>()[i] / 255.0f;
-    for (int64_t i = 0; i < n; ++i) out->y.data<int64_t>()[i] = lab->data<uint8_t>()[i];
-    return out;
+    auto split = kit::load_fashion_mnist(kDir);
+    bench::check(split.ok(), "Fashion-MNIST not found (apt-get install dataset-fashion-mnist)");
+    return std::make_shared<Data>(Data{split->x_train, split->y_train});
   }();
   return d;
 }
@@ -60,6 +53,20 @@ void batches(const Data& d, int64_t batch, std::vector<af::Tensor>* bx, std::vec
     by->push_back(af::Tensor(af::i64, {batch}, d.y.buffer(), static_cast<size_t>(b * 8)));
   }
 }
+
+#ifdef AF_HAVE_TORCH
+// The batches as the libtorch peer takes them: the same memory, no copy.
+std::pair<std::vector<const float*>, std::vector<const int64_t*>> batch_pointers(const std::vector<af::Tensor>& bx,
+                                                                                 const std::vector<af::Tensor>& by) {
+  std::vector<const float*> xs;
+  std::vector<const int64_t*> ys;
+  for (size_t i = 0; i < bx.size(); ++i) {
+    xs.push_back(bx[i].data<float>());
+    ys.push_back(by[i].data<int64_t>());
+  }
+  return {xs, ys};
+}
+#endif
 
 long peak_rss_kib() {
   std::ifstream f("/proc/self/status");
@@ -81,17 +88,19 @@ bench::Prepared mlp(const bench::Params& p) {
     size_t next = 0;
   };
   auto f = std::make_shared<Fixture>();
+  // The sample's MLP (samples/fashion_mnist --model mlp, 784-256-128-10, seed 1).
   f->g.set_seed(1);
-  f->x = af::placeholder(f->g, af::f32, {-1, 784}, "x");
-  f->y = af::placeholder(f->g, af::i64, {-1}, "y");
-  auto h = af::layers::dense(f->x, 256, af::layers::Act::relu, "fc1");
-  h = af::layers::dense(h, 128, af::layers::Act::relu, "fc2");
-  auto logits = af::layers::dense(h, 10, {}, "fc3");
-  f->loss = af::mean(af::sparse_softmax_cross_entropy(logits, f->y));
+  kit::Flags flags;
+  flags.model = "mlp";
+  flags.model_network = "256 128";
+  kit::Model m = kit::fashion_mnist_model(f->g, flags);
+  f->x = m.x;
+  f->y = m.y;
+  f->loss = m.loss;
   f->train = af::optim::GradientDescent(0.1).minimize(f->loss);
   af::SessionOptions o;
   o.intra_op_threads = bench::threads();
-  f->sess = std::make_unique<af::Session>(f->g, o);
+  f->sess = std::make_unique<af::Session>(af::Session::create(f->g, o).value());
   bench::check(f->sess->run_init().ok(), "init");
   batches(*data, kBatch, &f->bx, &f->by);
   bench::Prepared prep;
@@ -107,12 +116,7 @@ bench::Prepared mlp(const bench::Params& p) {
                         }});
 #ifdef AF_HAVE_TORCH
   peers::torch_set_threads(bench::threads());
-  std::vector<const float*> xs;
-  std::vector<const int64_t*> ys;
-  for (size_t i = 0; i < f->bx.size(); ++i) {
-    xs.push_back(f->bx[i].data<float>());
-    ys.push_back(f->by[i].data<int64_t>());
-  }
+  auto [xs, ys] = batch_pointers(f->bx, f->by);
   auto t = peers::torch_mlp_training(xs, ys, kBatch, steps);
   prep.sides.push_back({"libtorch", t.threads, [t, steps] { return t.sample() * kStepsPerEpoch / steps; }});
 #endif
@@ -141,26 +145,20 @@ bench::Prepared cnn(const bench::Params& p) {
     size_t next = 0;
   };
   auto f = std::make_shared<Fixture>();
-  namespace L = af::layers;
-  // As samples/fashion_mnist/main.cpp builds --model cnn (seed 1, keep 0.5).
+  // The sample's CNN (samples/fashion_mnist --model cnn, seed 1, keep 0.5).
   f->g.set_seed(1);
-  f->x = af::placeholder(f->g, af::f32, {-1, 784}, "x");
-  f->y = af::placeholder(f->g, af::i64, {-1}, "y");
-  f->training = af::placeholder_with_default(af::constant(f->g, af::Tensor::scalar(false)), af::Shape{}, "training");
-  auto img = af::reshape(f->x, {-1, 28, 28, 1});
-  auto h = L::conv2d(img, 32, {5, 5}, {1, 1}, "SAME", L::Act::relu, "conv1");
-  h = L::max_pool2d(h, {2, 2}, {2, 2}, "SAME", "pool1");
-  h = L::conv2d(h, 64, {5, 5}, {1, 1}, "SAME", L::Act::relu, "conv2");
-  h = L::max_pool2d(h, {2, 2}, {2, 2}, "SAME", "pool2");
-  h = af::reshape(h, {-1, 7 * 7 * 64});
-  h = L::dense(h, 1024, L::Act::relu, "fc1");
-  h = L::dropout(h, 0.5, f->training, 1, "dropout");
-  auto logits = L::dense(h, 10, {}, "logits");
-  f->loss = af::mean(af::sparse_softmax_cross_entropy(logits, f->y));
+  kit::Flags flags;
+  flags.model = "cnn";
+  flags.dropout_keep_prob = 0.5;
+  kit::Model m = kit::fashion_mnist_model(f->g, flags);
+  f->x = m.x;
+  f->y = m.y;
+  f->training = m.training;
+  f->loss = m.loss;
   f->train = af::optim::Adam(1e-3).minimize(f->loss);
   af::SessionOptions o;
   o.intra_op_threads = bench::threads();
-  f->sess = std::make_unique<af::Session>(f->g, o);
+  f->sess = std::make_unique<af::Session>(af::Session::create(f->g, o).value());
   bench::check(f->sess->run_init().ok(), "init");
   batches(*data, kCnnBatch, &f->bx, &f->by);
   bench::Prepared prep;
@@ -181,12 +179,7 @@ bench::Prepared cnn(const bench::Params& p) {
                         }});
 #ifdef AF_HAVE_TORCH
   peers::torch_set_threads(bench::threads());
-  std::vector<const float*> xs;
-  std::vector<const int64_t*> ys;
-  for (size_t i = 0; i < f->bx.size(); ++i) {
-    xs.push_back(f->bx[i].data<float>());
-    ys.push_back(f->by[i].data<int64_t>());
-  }
+  auto [xs, ys] = batch_pointers(f->bx, f->by);
   auto t = peers::torch_cnn_training(xs, ys, kCnnBatch, steps, libtorch_blas_threads());
   prep.sides.push_back({"libtorch", t.threads, [t, steps] { return t.sample() * 100 / steps; }});
 #endif

@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "models.h"
 #include "trainer.h"
 
 namespace af = actorflow;
@@ -22,7 +23,10 @@ int main(int argc, char** argv) {
   defaults.checkpoint_path = "./checkpoint/cancer_classifier";
   defaults.output_path = "./tensorboard/cancer_classifier";
   defaults.saved_model_path = "./model/cancer_classifier";
-  kit::Flags f = kit::parse_flags(argc, argv, "cancer_classifier", defaults);
+  kit::Flags f = kit::parse_flags(argc, argv, {"cancer_classifier", {"lr", "dnn"}}, defaults);
+  // Logistic regression has no hidden layers for these to shape.
+  if (f.model == "lr")
+    kit::reject_flags(f, {"--model_network", "--enable_bn", "--enable_dropout", "--dropout_keep_prob"}, "to --model lr");
   kit::per_model_paths(f, defaults);
 
   auto data = kit::load_breast_cancer(f.data_dir, static_cast<uint64_t>(f.seed));
@@ -37,15 +41,7 @@ int main(int argc, char** argv) {
   m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
   m.y = af::placeholder(g, af::i64, {-1}, "y");
   m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
-  af::Output h = m.x;
-  if (f.model == "dnn") {
-    int layer = 0;
-    for (int width : f.network()) {
-      h = L::dense(h, width, L::Act::relu, "dense" + std::to_string(++layer));
-      if (f.enable_bn) h = L::batch_norm(h, m.training, 0.99, 1e-3, "bn" + std::to_string(layer));
-      if (f.enable_dropout) h = L::dropout(h, 1.0 - f.dropout_keep_prob, m.training, f.seed + layer, "dropout" + std::to_string(layer));
-    }
-  }
+  af::Output h = f.model == "dnn" ? kit::mlp_layers(m.x, f, m.training) : m.x;
   auto logit = af::reshape(L::dense(h, 1, {}, "logit"), {-1});
   auto labels = af::cast(m.y, af::f32);
   m.loss = af::mean(af::sigmoid_cross_entropy_with_logits(logit, labels));

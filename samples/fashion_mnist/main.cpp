@@ -1,14 +1,14 @@
 // Fashion-MNIST: --model mlp (784-256-128-10) or cnn (conv 5x5x32, pool, conv 5x5x64,
-// pool, dense 1024, dropout, dense 10), trained with the kit's loop.
+// pool, dense 1024, dropout, dense 10), built by kit/models.cpp and trained with the kit's loop.
 //   fashion_mnist --model mlp --epoch_number 10
 #include <actorflow/actorflow.h>
 
 #include <iostream>
 
+#include "models.h"
 #include "trainer.h"
 
 namespace af = actorflow;
-namespace L = actorflow::layers;
 
 int main(int argc, char** argv) {
   kit::Flags defaults;
@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   defaults.checkpoint_path = "./checkpoint/fashion_mnist";
   defaults.output_path = "./tensorboard/fashion_mnist";
   defaults.saved_model_path = "./model/fashion_mnist";
-  kit::Flags f = kit::parse_flags(argc, argv, "fashion_mnist", defaults);
+  kit::Flags f = kit::parse_flags(argc, argv, {"fashion_mnist", kit::kFashionMnistModels}, defaults);
+  kit::reject_flags(f, kit::fashion_mnist_unused_flags(f.model), "to --model " + f.model);
   kit::per_model_paths(f, defaults);
 
   auto data = kit::load_fashion_mnist(f.data_dir);
@@ -36,33 +37,6 @@ int main(int argc, char** argv) {
   }
   af::Graph g;
   g.set_seed(f.seed);
-  kit::Model m;
-  m.x = af::placeholder(g, af::f32, {-1, 784}, "x");
-  m.y = af::placeholder(g, af::i64, {-1}, "y");
-  m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
-  af::Output logits;
-  if (f.model == "cnn") {
-    auto img = af::reshape(m.x, {-1, 28, 28, 1});
-    auto h = L::conv2d(img, 32, {5, 5}, {1, 1}, "SAME", L::Act::relu, "conv1");
-    h = L::max_pool2d(h, {2, 2}, {2, 2}, "SAME", "pool1");
-    h = L::conv2d(h, 64, {5, 5}, {1, 1}, "SAME", L::Act::relu, "conv2");
-    h = L::max_pool2d(h, {2, 2}, {2, 2}, "SAME", "pool2");
-    h = af::reshape(h, {-1, 7 * 7 * 64});
-    h = L::dense(h, 1024, L::Act::relu, "fc1");
-    h = L::dropout(h, 1.0 - f.dropout_keep_prob, m.training, f.seed, "dropout");
-    logits = L::dense(h, 10, {}, "logits");
-  } else {
-    af::Output h = m.x;
-    int layer = 0;
-    for (int width : f.network()) {
-      h = L::dense(h, width, L::Act::relu, "dense" + std::to_string(++layer));
-      if (f.enable_bn) h = L::batch_norm(h, m.training, 0.99, 1e-3, "bn" + std::to_string(layer));
-      if (f.enable_dropout) h = L::dropout(h, 1.0 - f.dropout_keep_prob, m.training, f.seed + layer, "dropout" + std::to_string(layer));
-    }
-    logits = L::dense(h, 10, {}, "logits");
-  }
-  m.loss = af::mean(af::sparse_softmax_cross_entropy(logits, m.y));
-  m.accuracy = af::accuracy(logits, m.y);
-  m.prediction = af::argmax(logits, -1, "prediction");
+  kit::Model m = kit::fashion_mnist_model(g, f);
   return kit::run_main(f, g, m, *data, "fashion_mnist");
 }

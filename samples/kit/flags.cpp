@@ -2,16 +2,38 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
 
 namespace kit {
 
-std::vector<int> Flags::network() const {
+std::vector<int> parse_network(const std::string& text, std::string* error) {
   std::vector<int> widths;
-  std::istringstream in(model_network);
-  int w;
-  while (in >> w) widths.push_back(w);
+  error->clear();
+  std::string token;
+  std::istringstream in(text);
+  // Commas and spaces both separate: the seeds wrote "128 32 8", shell users write "128,32".
+  while (in >> token) {
+    std::istringstream parts(token);
+    std::string part;
+    while (std::getline(parts, part, ',')) {
+      if (part.empty()) continue;
+      char* end = nullptr;
+      long w = std::strtol(part.c_str(), &end, 10);
+      if (*end != '\0' || w <= 0 || w > (1L << 24)) {
+        *error = "'" + part + "' in \"" + text + "\" is not a positive layer width (want e.g. \"128 32 8\" or \"128,32,8\")";
+        return {};
+      }
+      widths.push_back(static_cast<int>(w));
+    }
+  }
   return widths;
+}
+
+std::vector<int> Flags::network() const {
+  std::string error;
+  return parse_network(model_network, &error);
 }
 
 void per_model_paths(Flags& f, const Flags& defaults) {
@@ -20,31 +42,71 @@ void per_model_paths(Flags& f, const Flags& defaults) {
   if (f.saved_model_path == defaults.saved_model_path) f.saved_model_path += "/" + f.model;
 }
 
-Flags parse_flags(int argc, char** argv, const std::string& program, const Flags& defaults) {
-  Flags f = defaults;
-  CLI::App app{program};
+namespace {
+
+std::string joined(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+CLI::Validator one_of(const std::vector<std::string>& names, const std::string& what) {
+  return CLI::Validator(
+      [names, what](std::string& v) -> std::string {
+        for (auto& n : names)
+          if (n == v) return "";
+        return "'" + v + "' is not " + what + "; choose one of: " + joined(names, ", ");
+      },
+      joined(names, "|"));
+}
+
+}  // namespace
+
+ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& spec, const Flags& defaults) {
+  ParsedFlags r;
+  Flags& f = r.flags;
+  f = defaults;
+  CLI::App app{spec.program};
   app.add_option("--learning_rate", f.learning_rate, "learning rate")->capture_default_str();
   app.add_option("--epoch_number", f.epoch_number, "epochs to train")->capture_default_str();
-  app.add_option("--batch_size", f.batch_size, "examples per step")->capture_default_str();
+  app.add_option("--batch_size", f.batch_size, "examples per step")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--optimizer", f.optimizer, "sgd|momentum|adagrad|adadelta|adam|ftrl|rmsprop")
-      ->check(CLI::IsMember({"sgd", "momentum", "adagrad", "adadelta", "adam", "ftrl", "rmsprop"}))
+      ->check(one_of({"sgd", "momentum", "adagrad", "adadelta", "adam", "ftrl", "rmsprop"}, "an optimizer"))
       ->capture_default_str();
-  app.add_option("--model", f.model, "model name")->capture_default_str();
-  app.add_option("--model_network", f.model_network, "hidden layer widths, e.g. \"128 32 8\"")->capture_default_str();
-  app.add_option("--enable_bn", f.enable_bn, "batch normalization")->capture_default_str();
-  app.add_option("--enable_dropout", f.enable_dropout, "dropout")->capture_default_str();
-  app.add_option("--dropout_keep_prob", f.dropout_keep_prob, "keep probability")->capture_default_str();
-  app.add_option("--enable_lr_decay", f.enable_lr_decay, "exponential learning-rate decay")->capture_default_str();
+  auto* model = app.add_option("--model", f.model, "model: " + joined(spec.models, "|"))->capture_default_str();
+  if (!spec.models.empty()) model->check(one_of(spec.models, "a model of " + spec.program));
+  app.add_option("--model_network", f.model_network, "hidden layer widths, e.g. \"128 32 8\" or \"128,32,8\"")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            std::string error;
+            auto widths = parse_network(v, &error);
+            if (error.empty() && widths.empty()) error = "no layer widths in \"" + v + "\"";
+            return error;
+          },
+          "WIDTHS"));
+  // Switches, as TF1's boolean flags: --enable_bn, --enable_bn=false, --noenable_bn.
+  app.add_flag("--enable_bn,!--noenable_bn", f.enable_bn, "batch normalization")->capture_default_str();
+  app.add_flag("--enable_dropout,!--noenable_dropout", f.enable_dropout, "dropout")->capture_default_str();
+  app.add_option("--dropout_keep_prob", f.dropout_keep_prob, "keep probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--enable_lr_decay,!--noenable_lr_decay", f.enable_lr_decay, "exponential learning-rate decay")
+      ->capture_default_str();
   app.add_option("--lr_decay_rate", f.lr_decay_rate, "decay rate per epoch")->capture_default_str();
   app.add_option("--steps_to_validate", f.steps_to_validate, "validate every N steps")->capture_default_str();
   app.add_option("--checkpoint_path", f.checkpoint_path, "checkpoint directory")->capture_default_str();
   app.add_option("--output_path", f.output_path, "TensorBoard summaries directory")->capture_default_str();
   app.add_option("--mode", f.mode, "train|train_from_scratch|export|inference")
-      ->check(CLI::IsMember({"train", "train_from_scratch", "export", "inference"}))
+      ->check(one_of({"train", "train_from_scratch", "export", "inference"}, "a mode"))
       ->capture_default_str();
   app.add_option("--saved_model_path", f.saved_model_path, "exported model directory")->capture_default_str();
   app.add_option("--model_version", f.model_version, "exported model version")->capture_default_str();
   app.add_option("--inference_test_file", f.inference_test_file, "inputs for inference mode");
+  app.add_option("--inference_format", f.inference_format,
+                 "auto (IDX when the file starts with IDX's magic bytes, else CSV)|csv|idx")
+      ->check(one_of({"auto", "csv", "idx"}, "an input format"))
+      ->capture_default_str();
   app.add_option("--inference_result_file", f.inference_result_file, "predictions, one per line")->capture_default_str();
   app.add_option("--seed", f.seed, "random seed")->capture_default_str();
   app.add_option("--threads", f.threads, "CPU threads (0 = all cores)")->capture_default_str();
@@ -53,9 +115,49 @@ Flags parse_flags(int argc, char** argv, const std::string& program, const Flags
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    std::exit(app.exit(e));
+    std::ostringstream out, err;
+    // CLI11's own codes (105, 106, ...) collapse to 2, the usual code for a bad command line.
+    r.exit_code = app.exit(e, out, err) == 0 ? 0 : 2;
+    r.message = out.str() + err.str();
+    return r;
   }
-  return f;
+  for (const CLI::Option* o : app.get_options())
+    if (o->count() > 0) f.given.insert(o->get_name());
+  return r;
+}
+
+Flags parse_flags(int argc, char** argv, const FlagSpec& spec, const Flags& defaults) {
+  ParsedFlags r = try_parse_flags(argc, argv, spec, defaults);
+  if (r.exit_code >= 0) {
+    (r.exit_code == 0 ? std::cout : std::cerr) << r.message << std::flush;
+    std::exit(r.exit_code);
+  }
+  return r.flags;
+}
+
+std::string unsupported_flags(const Flags& f, const std::vector<std::string>& flags, const std::string& where) {
+  std::vector<std::string> named;
+  for (auto& name : flags)
+    if (f.given.count(name)) named.push_back(name);
+  if (named.empty()) return "";
+  return joined(named, ", ") + (named.size() == 1 ? " does" : " do") + " not apply " + where;
+}
+
+void reject_flags(const Flags& f, const std::vector<std::string>& flags, const std::string& where) {
+  std::string message = unsupported_flags(f, flags, where);
+  if (message.empty()) return;
+  std::cerr << message << "\n";
+  std::exit(2);
+}
+
+void parse_simple_flags(int argc, char** argv, const std::string& program, const std::vector<StringFlag>& flags) {
+  CLI::App app{program};
+  for (auto& flag : flags) app.add_option(flag.name, *flag.value, flag.help)->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);
+  }
 }
 
 }  // namespace kit

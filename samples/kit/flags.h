@@ -1,7 +1,9 @@
 // The command-line flags every training sample shares (the seeds' set, spelled the same:
-// --epoch_number 10 or --epoch_number=10).
+// --epoch_number 10 or --epoch_number=10; switches as --enable_bn, --enable_bn=false or
+// --noenable_bn, as TF1's tf.app.flags booleans).
 #pragma once
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,21 +28,62 @@ struct Flags {
   std::string saved_model_path = "./model";
   int model_version = 1;
   std::string inference_test_file;
+  std::string inference_format = "auto";  // auto (from the file's content)|csv|idx
   std::string inference_result_file = "./inference_result.txt";
   int64_t seed = 1;
   int threads = 0;  // 0 = all cores
   std::string data_dir;      // where the sample's data lives (a default per sample)
   int64_t max_steps = -1;    // stop early (tests and quick runs)
 
-  // Layer widths parsed from model_network ("128 32 8" -> {128, 32, 8}).
+  // The flags the command line named ("--model", ...), for samples that reject a flag
+  // only where it does not apply.
+  std::set<std::string> given;
+
+  // Layer widths parsed from model_network: "128 32 8", "128,32,8" and "128, 32" all
+  // give {128, 32, 8}. parse_flags has checked it.
   std::vector<int> network() const;
+};
+
+// "128 32" or "128,32" -> {128, 32}; an error message (empty on success) for anything
+// that is not a list of positive widths.
+std::vector<int> parse_network(const std::string& text, std::string* error);
+
+// What one sample accepts beyond the common set.
+struct FlagSpec {
+  std::string program;
+  std::vector<std::string> models;  // --model must name one of these
 };
 
 // Default checkpoint/summary/export paths get the model name appended, so models of one
 // sample do not resume from each other's checkpoints.
 void per_model_paths(Flags& f, const Flags& defaults);
 
+// The outcome of parsing: `exit_code` < 0 means go on with `flags`; otherwise the program
+// ends with that code after printing `message` (help on stdout, an error on stderr).
+struct ParsedFlags {
+  Flags flags;
+  int exit_code = -1;
+  std::string message;
+};
+ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& spec, const Flags& defaults);
+
 // Parses argv; on --help or a bad flag prints the message and exits (0 or 2).
-Flags parse_flags(int argc, char** argv, const std::string& program, const Flags& defaults);
+Flags parse_flags(int argc, char** argv, const FlagSpec& spec, const Flags& defaults);
+
+// Ends the program with a clear error when the command line named any of `flags`, which
+// do not apply `where` (e.g. "to --model lr"): a flag is honoured or refused, never
+// silently ignored.
+void reject_flags(const Flags& f, const std::vector<std::string>& flags, const std::string& where);
+// The same check as a message: empty when none of `flags` was given.
+std::string unsupported_flags(const Flags& f, const std::vector<std::string>& flags, const std::string& where);
+
+// For the small samples without the training flags: accepts --help and the named string
+// options only, so a training flag passed to them is an error rather than ignored.
+struct StringFlag {
+  std::string name;  // "--logdir"
+  std::string* value;
+  std::string help;
+};
+void parse_simple_flags(int argc, char** argv, const std::string& program, const std::vector<StringFlag>& flags);
 
 }  // namespace kit

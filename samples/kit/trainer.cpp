@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -34,15 +35,6 @@ std::unique_ptr<af::optim::Optimizer> make_optimizer(const Flags& f, af::Graph& 
 
 namespace {
 
-af::Tensor rows(const af::Tensor& t, int64_t begin, int64_t end) {
-  std::vector<int64_t> dims = t.shape().dims();
-  int64_t row = 1;
-  for (size_t d = 1; d < dims.size(); ++d) row *= dims[d];
-  dims[0] = end - begin;
-  size_t base = static_cast<size_t>(static_cast<const char*>(t.raw_data()) - static_cast<const char*>(t.buffer()->data()));
-  return af::Tensor(t.dtype(), af::Shape(dims), t.buffer(), base + static_cast<size_t>(begin * row) * af::dtype_size(t.dtype()));
-}
-
 af::FeedDict feeds_for(Model& m, const af::Tensor& x, const af::Tensor& y, bool training) {
   af::FeedDict feeds{{m.x, x}, {m.y, y}};
   if (m.training.valid()) feeds.push_back({m.training, af::Tensor::scalar(training)});
@@ -58,7 +50,7 @@ af::Status evaluate(af::Session& sess, Model& m, const af::Tensor& x, const af::
     int64_t e = std::min(n, b + 1000);
     std::vector<af::Fetch> fetches{m.loss};
     if (m.accuracy.valid()) fetches.push_back(m.accuracy);
-    auto out = sess.run(fetches, feeds_for(m, rows(x, b, e), rows(y, b, e), false));
+    auto out = sess.run(fetches, feeds_for(m, x.slice_rows(b, e), y.slice_rows(b, e), false));
     if (!out.ok()) return out.status();
     loss_sum += (*out)[0].element_as_double(0) * static_cast<double>(e - b);
     if (m.accuracy.valid()) acc_sum += (*out)[1].element_as_double(0) * static_cast<double>(e - b);
@@ -66,6 +58,17 @@ af::Status evaluate(af::Session& sess, Model& m, const af::Tensor& x, const af::
   *loss = n ? loss_sum / static_cast<double>(n) : 0;
   *accuracy = n ? acc_sum / static_cast<double>(n) : 0;
   return af::Status::OK();
+}
+
+std::string resume_message(const std::string& checkpoint, int epochs_done, int64_t step, int epoch_number) {
+  std::ostringstream os;
+  if (epochs_done >= epoch_number)
+    os << "nothing to train: " << checkpoint << " has finished " << epochs_done << " epochs (step " << step
+       << ") and --epoch_number is " << epoch_number
+       << "; raise --epoch_number to train on, or use --mode train_from_scratch\n";
+  else
+    os << "resuming from " << checkpoint << " at epoch " << epochs_done + 1 << ", step " << step << "\n";
+  return os.str();
 }
 
 af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const Flags& f, af::optim::Optimizer* optimizer) {
@@ -84,14 +87,15 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   af::Saver saver(g);
   af::SessionOptions opts;
   opts.intra_op_threads = f.threads;
-  af::Session sess(g, opts);
-  bool resumed = false;
-  if (f.mode == "train" && af::latest_checkpoint(f.checkpoint_path).ok()) {
-    AF_RETURN_IF_ERROR(saver.restore(sess, f.checkpoint_path));
-    resumed = true;
-  } else {
-    AF_RETURN_IF_ERROR(sess.run_init());
+  AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g, opts));
+  std::string resumed_from;
+  if (f.mode == "train") {
+    if (auto latest = af::latest_checkpoint(f.checkpoint_path); latest.ok()) {
+      AF_RETURN_IF_ERROR(saver.restore_file(sess, *latest));
+      resumed_from = *latest;
+    }
   }
+  if (resumed_from.empty()) AF_RETURN_IF_ERROR(sess.run_init());
   std::unique_ptr<af::SummaryWriter> writer;
   try {
     writer = std::make_unique<af::SummaryWriter>(f.output_path);
@@ -104,12 +108,13 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
     return v.ok() ? (*v)[0].item<int64_t>() : 0;
   };
   int64_t start_step = global();
-  int first_epoch = resumed ? static_cast<int>(start_step / steps_per_epoch) : 0;
-  if (resumed) std::cerr << "resumed from " << f.checkpoint_path << " at step " << start_step << "\n";
+  int first_epoch = resumed_from.empty() ? 0 : static_cast<int>(start_step / steps_per_epoch);
+  if (!resumed_from.empty()) std::cout << resume_message(resumed_from, first_epoch, start_step, f.epoch_number) << std::flush;
 
   TrainResult r;
-  af::Tensor val_x = rows(data.x_test, 0, std::min<int64_t>(1000, data.x_test.dim(0)));
-  af::Tensor val_y = rows(data.y_test, 0, val_x.dim(0));
+  r.epochs = first_epoch;  // a run with nothing left to train still reports the epochs done
+  af::Tensor val_x = data.x_test.slice_rows(0, std::min<int64_t>(1000, data.x_test.dim(0)));
+  af::Tensor val_y = data.y_test.slice_rows(0, val_x.dim(0));
   auto started = std::chrono::steady_clock::now();
   int64_t steps = start_step, examples = 0;
   int64_t first_count = 0;
@@ -176,118 +181,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   return r;
 }
 
-// ---- export / inference ----
-
-af::Status export_model(af::Session& sess, af::Graph& g, Model& m, const std::string& dir) {
-  // Everything the prediction needs through data edges; the feature placeholder ends it.
-  std::vector<char> need(static_cast<size_t>(g.num_nodes()), 0);
-  std::vector<int> stack{m.prediction.node_id()};
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    if (need[static_cast<size_t>(id)]) continue;
-    need[static_cast<size_t>(id)] = 1;
-    for (auto& e : g.node(id).inputs) stack.push_back(e.node);
-  }
-  af::Graph out;
-  std::map<int, int> remap;
-  std::vector<af::Output> vars;
-  for (int id = 0; id < g.num_nodes(); ++id) {
-    if (!need[static_cast<size_t>(id)]) continue;
-    af::Node n = g.node(id);
-    for (auto& e : n.inputs) e.node = remap.at(e.node);
-    std::vector<int> ctrl;
-    for (int c : n.control_inputs)
-      if (remap.count(c)) ctrl.push_back(remap[c]);
-    n.control_inputs = ctrl;
-    auto added = out.add_node_raw(n);
-    if (!added.ok()) return added.status();
-    remap[id] = added->node_id();
-    if (n.op == "VariableV2") {
-      vars.push_back(af::Output(&g, id, 0));
-      out.add_to_collection("variables", added->node_id());
-    }
-  }
-  if (!remap.count(m.x.node_id())) return af::invalid_argument("export: the prediction does not depend on the input placeholder");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return af::Status(af::Code::unavailable, "cannot create '" + dir + "': " + ec.message());
-  AF_RETURN_IF_ERROR(out.save(dir + "/model.afg"));
-  std::vector<af::Fetch> fetches(vars.begin(), vars.end());
-  auto values = sess.run(fetches);
-  if (!values.ok()) return values.status();
-  std::vector<af::NamedTensor> weights;
-  for (size_t i = 0; i < vars.size(); ++i) weights.push_back({vars[i].node().name, (*values)[i]});
-  AF_RETURN_IF_ERROR(af::write_safetensors(dir + "/weights.safetensors", weights, {}, true));
-  std::ofstream sig(dir + "/signature.txt");
-  sig << "input " << m.x.node().name << "\noutput " << m.prediction.node().name << ":" << m.prediction.index() << "\n";
-  sig.close();
-  if (!sig) return af::data_loss("cannot write '" + dir + "/signature.txt'");
-  return af::Status::OK();
-}
-
-af::Result<af::Tensor> predict_with_export(const std::string& dir, const af::Tensor& x) {
-  AF_ASSIGN_OR_RETURN(std::unique_ptr<af::Graph> g, af::Graph::load(dir + "/model.afg"));
-  std::ifstream sig(dir + "/signature.txt");
-  std::string key, input, output;
-  while (sig >> key) {
-    if (key == "input") sig >> input;
-    else if (key == "output") sig >> output;
-  }
-  if (input.empty() || output.empty()) return af::data_loss("'" + dir + "/signature.txt' lacks input or output");
-  AF_ASSIGN_OR_RETURN(af::Output in, g->find_output(input));
-  AF_ASSIGN_OR_RETURN(af::Output pred, g->find_output(output));
-  AF_ASSIGN_OR_RETURN(std::vector<af::NamedTensor> weights, af::read_safetensors(dir + "/weights.safetensors"));
-  af::FeedDict feeds;
-  std::vector<af::Operation> assigns;
-  for (auto& w : weights) {
-    const af::Node* var = g->find_node(w.name);
-    if (!var || var->op != "VariableV2") return af::not_found("exported weights name '" + w.name + "', not a variable of the model");
-    af::Output v(g.get(), var->id, 0);
-    af::Output p = af::placeholder(*g, w.value.dtype(), w.value.shape(), w.name + "/restore_value");
-    assigns.push_back(af::Operation(af::assign(v, p, w.name + "/restore")));
-    feeds.push_back({p, w.value});
-  }
-  af::Session sess(*g);
-  AF_RETURN_IF_ERROR(sess.run({}, feeds, assigns).status());
-  std::vector<af::Tensor> parts;
-  int64_t n = x.dim(0);
-  for (int64_t b = 0; b < n; b += 1000) {
-    int64_t e = std::min(n, b + 1000);
-    auto out = sess.run({pred}, {{in, rows(x, b, e)}});
-    if (!out.ok()) return out.status();
-    parts.push_back((*out)[0]);
-  }
-  if (parts.empty()) return af::invalid_argument("no inputs to predict");
-  std::vector<int64_t> dims = parts[0].shape().dims();
-  dims[0] = n;
-  af::Tensor all(parts[0].dtype(), af::Shape(dims));
-  size_t off = 0;
-  for (auto& p : parts) {
-    std::memcpy(static_cast<char*>(all.raw_data()) + off, p.raw_data(), p.bytes());
-    off += p.bytes();
-  }
-  return all;
-}
-
 namespace {
-
-af::Result<af::Tensor> load_inputs(const std::string& path, int64_t features) {
-  if (path.find("idx") != std::string::npos) {
-    AF_ASSIGN_OR_RETURN(af::Tensor raw, ad::read_idx(path));
-    int64_t n = raw.dim(0);
-    af::Tensor x(af::f32, {n, raw.num_elements() / std::max<int64_t>(1, n)});
-    for (int64_t i = 0; i < raw.num_elements(); ++i) x.data<float>()[i] = static_cast<float>(raw.element_as_double(i) / 255.0);
-    return x;
-  }
-  ad::CsvOptions o;
-  o.header = false;
-  AF_ASSIGN_OR_RETURN(ad::CsvData d, ad::read_csv(path, o));
-  if (d.features.dim(1) != features)
-    return af::invalid_argument("'" + path + "' rows have " + std::to_string(d.features.dim(1)) + " values, the model takes " +
-                                std::to_string(features));
-  return d.features;
-}
 
 std::string row_text(const af::Tensor& t, int64_t r) {
   int64_t w = t.num_elements() / std::max<int64_t>(1, t.dim(0));
@@ -306,7 +200,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
       std::cerr << "--mode inference needs --inference_test_file\n";
       return 2;
     }
-    auto x = load_inputs(f.inference_test_file, data.x_train.dim(1));
+    auto x = load_inference_inputs(f.inference_test_file, f.inference_format, data.x_train.dim(1));
     if (!x.ok()) {
       std::cerr << x.status().to_string() << "\n";
       return 1;
@@ -326,9 +220,10 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
     auto opt = make_optimizer(f, g, step, 1);
     if (!m.train_op.valid()) (void)(optimizer ? optimizer : opt.get())->minimize(m.loss, {}, step);
     af::Saver saver(g);
-    af::Session sess(g);
-    af::Status s = saver.restore(sess, f.checkpoint_path);
-    if (s.ok()) s = export_model(sess, g, m, export_dir);
+    auto sess = af::Session::create(g);
+    af::Status s = sess.status();
+    if (s.ok()) s = saver.restore(*sess, f.checkpoint_path);
+    if (s.ok()) s = export_model(*sess, g, m, export_dir);
     if (!s.ok()) {
       std::cerr << s.to_string() << "\n";
       return 1;

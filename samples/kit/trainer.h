@@ -10,6 +10,7 @@
 
 #include "datasets.h"
 #include "flags.h"
+#include "serving.h"
 
 namespace kit {
 
@@ -50,15 +51,12 @@ actorflow::Result<TrainResult> train(actorflow::Graph& g, Model& m, const Split&
 actorflow::Status evaluate(actorflow::Session& sess, Model& m, const actorflow::Tensor& x, const actorflow::Tensor& y,
                            double* loss, double* accuracy);
 
-// export: the graph pruned to x -> prediction, with the current weights, into
-// <saved_model_path>/<model_version>/ (model.afg, weights.safetensors, signature.txt).
-actorflow::Status export_model(actorflow::Session& sess, actorflow::Graph& g, Model& m, const std::string& dir);
-
-// Loads an exported model and predicts every row of x (f32 [N, F]).
-actorflow::Result<actorflow::Tensor> predict_with_export(const std::string& dir, const actorflow::Tensor& x);
+// What `--mode train` says when it resumes from `checkpoint` (epochs_done whole epochs,
+// global step `step`), or when that leaves nothing of --epoch_number to train.
+std::string resume_message(const std::string& checkpoint, int epochs_done, int64_t step, int epoch_number);
 
 // The sample's main for modes export and inference, and train otherwise; prints the
-// RESULT line. `load_test_inputs` reads --inference_test_file into f32 [N, F].
+// RESULT line. Inference reads --inference_test_file with load_inference_inputs.
 int run_main(const Flags& f, actorflow::Graph& g, Model& m, const Split& data, const std::string& sample_name,
              actorflow::optim::Optimizer* optimizer = nullptr);
 

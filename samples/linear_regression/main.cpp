@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <iostream>
 
+#include "flags.h"
 #include "linear_regression.h"
 
-int main() {
+int main(int argc, char** argv) {
+  // No flags: --help says so, and a training flag of the other samples is refused.
+  kit::parse_simple_flags(argc, argv, "linear_regression", {});
   auto start = std::chrono::steady_clock::now();
   linreg::Data data = linreg::make_data(100, 42);
   auto fit = linreg::train(data, 10, 0.01, [](int epoch, double w, double b) {

@@ -13,12 +13,14 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/summary.h>
 
+#include "flags.h"
+
 namespace af = actorflow;
 
 int main(int argc, char** argv) {
   std::string logdir = "logs";
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--logdir") logdir = argv[i + 1];
+  // Only --logdir: a training flag of the other samples is refused, not ignored.
+  kit::parse_simple_flags(argc, argv, "linear_regression_batch", {{"--logdir", &logdir, "TensorBoard event directory"}});
   auto start = std::chrono::steady_clock::now();
 
   // 100 points, x uniform in [0, 20], noise N(0, 1): Box-Muller over std::mt19937.

@@ -1,6 +1,7 @@
 // Wide & deep on the breast-cancer data: a wide linear part over bucketized and crossed
 // sparse features (trained with FTRL) plus a deep part over embeddings of the buckets and
-// the dense features (trained with Adagrad), joined into one logistic output.
+// the dense features (trained with --optimizer, Adagrad by default), joined into one
+// logistic output.
 //   wide_and_deep --epoch_number 20
 // Bucket boundaries are training-set quantiles; bucketizing and crossing run in the graph.
 #include <actorflow/actorflow.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "models.h"
 #include "trainer.h"
 
 namespace af = actorflow;
@@ -37,6 +39,9 @@ af::Tensor quantile_boundaries(const af::Tensor& x) {
 int main(int argc, char** argv) {
   kit::Flags defaults;
   defaults.model = "wide_deep";
+  // --optimizer trains the deep part (Adagrad by default, as TF's DNNLinearCombined
+  // estimators); the wide part's sparse weights always use FTRL.
+  defaults.optimizer = "adagrad";
   defaults.learning_rate = 0.05;
   defaults.batch_size = 32;
   defaults.epoch_number = 20;
@@ -46,7 +51,7 @@ int main(int argc, char** argv) {
   defaults.checkpoint_path = "./checkpoint/wide_and_deep";
   defaults.output_path = "./tensorboard/wide_and_deep";
   defaults.saved_model_path = "./model/wide_and_deep";
-  kit::Flags f = kit::parse_flags(argc, argv, "wide_and_deep", defaults);
+  kit::Flags f = kit::parse_flags(argc, argv, {"wide_and_deep", {"wide_deep"}}, defaults);
   kit::per_model_paths(f, defaults);
 
   auto data = kit::load_breast_cancer(f.data_dir, static_cast<uint64_t>(f.seed));
@@ -60,6 +65,7 @@ int main(int argc, char** argv) {
   kit::Model m;
   m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
   m.y = af::placeholder(g, af::i64, {-1}, "y");
+  m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
 
   // Bucketize: id = number of boundaries below x, offset per feature -> [N, F] in [0, F*B).
   af::Output ids, crossed;
@@ -101,8 +107,7 @@ int main(int argc, char** argv) {
     auto emb = af::variable(g, af::truncated_normal(g, {nf * kBuckets, 4}, 0, 0.1, f.seed), "embeddings");
     auto e = af::reshape(af::embedding_lookup(emb, ids), {-1, nf * 4});
     af::Output h = af::concat({e, m.x}, 1);
-    int layer = 0;
-    for (int width : f.network()) h = L::dense(h, width, L::Act::relu, "dense" + std::to_string(++layer));
+    h = kit::mlp_layers(h, f, m.training);
     deep_logit = af::reshape(L::dense(h, 1, {}, "out"), {-1});
   }
   auto logit = wide_logit + deep_logit;
@@ -117,10 +122,11 @@ int main(int argc, char** argv) {
     if (v.node().name.rfind("deep/", 0) == 0) deep_vars.push_back(v);
   }
   auto step = af::train::global_step(g);
+  int64_t steps_per_epoch = (data->x_train.dim(0) + f.batch_size - 1) / f.batch_size;
   af::optim::Ftrl ftrl(f.learning_rate, 0.001, 0.001);
-  af::optim::Adagrad adagrad(f.learning_rate);
+  auto deep_optimizer = kit::make_optimizer(f, g, step, steps_per_epoch);
   auto wide_op = ftrl.minimize(m.loss, {wide_w, wide_b});
-  auto deep_op = adagrad.minimize(m.loss, deep_vars, step);
+  auto deep_op = deep_optimizer->minimize(m.loss, deep_vars, step);
   m.train_op = af::group(g, {wide_op, deep_op}, "train");
   return kit::run_main(f, g, m, *data, "wide_and_deep");
 }
