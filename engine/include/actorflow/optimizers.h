@@ -4,8 +4,8 @@
 //   auto step = af::train::global_step(g);
 //   af::optim::Adam opt(1e-3);
 //   af::Operation train = opt.minimize(loss, {}, step);   // all trainable variables
-//   sess.run_init();                                       // variables, slots, global_step
-//   for (...) sess.run({loss}, feeds, {train});
+//   AF_RETURN_IF_ERROR(sess.run_init());                   // variables, slots, global_step
+//   for (...) AF_RETURN_IF_ERROR(sess.run({loss}, feeds, {train}).status());
 //
 // Each update is one Apply<Rule> node that changes the variable in place where it
 // lives (SparseApply<Rule> for the gradient of a gather: only the rows touched). Slot

@@ -1,6 +1,9 @@
-// Errors as values: every fallible call in ActorFlow returns a Status or a Result<T>.
-// The user-facing DSL and Session constructor throw af::Error (carrying the Status),
-// because graph building runs on the user's thread; nothing throws across actors.
+// ActorFlow's one error rule (README, "Errors"): building a graph (the DSL, layers,
+// optimizers' minimize, the Saver's constructor) and constructing tensors throw
+// af::Error, carrying a Status, at once on the user's thread, as TF1's Python raises at
+// build time; whatever touches files, the network or a session returns a Status or a
+// Result<T> (Session::create, run, Saver::save, SummaryWriter::create, the readers).
+// Nothing throws across actors.
 #pragma once
 #include <stdexcept>
 #include <string>
