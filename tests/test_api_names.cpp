@@ -217,3 +217,21 @@ TEST_CASE("a fetch from another graph names the node and both graphs; an invalid
   CHECK(contains(build_error([&] { (void)af::gradients({a}, {af::Output()}); }).message(), "invalid Output"));
   CHECK(contains(build_error([&] { (void)af::gradients({a}, {b}); }).message(), g2.label()));
 }
+
+TEST_CASE("the empty result of a fetched op says what it is instead of crashing") {
+  af::Graph g;
+  auto w = af::variable(g, af::ones(g, {2}), "w");
+  auto loss = af::reduce_sum(w * af::constant(g, 0.5), {}, false, "loss");
+  auto train = af::group(g, {af::Operation(af::assign_sub(w, af::ones(g, {2})))}, "train");
+  auto created = af::Session::create(g);
+  REQUIRE(created.ok());
+  af::Session& sess = session_of(*created);
+  REQUIRE(sess.run_init().ok());
+  auto out = sess.run({train, loss});
+  REQUIRE(out.ok());
+  CHECK((*out)[1].dtype() == af::f32);  // the loss; the op gives nothing back
+  CHECK_FALSE((*out)[0].valid());
+  auto msg = build_error([&] { (void)(*out)[0].item<float>(); }).message();
+  CHECK(msg == "expected float32 but the tensor is an empty Tensor (default-constructed, or the result of fetching an "
+               "operation)");
+}
