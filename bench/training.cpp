@@ -49,8 +49,8 @@ std::shared_ptr<Data> load() {
 // in the data set's own order, for every side.
 void batches(const Data& d, int64_t batch, std::vector<af::Tensor>* bx, std::vector<af::Tensor>* by) {
   for (int64_t b = 0; b + batch <= d.x.dim(0); b += batch) {
-    bx->push_back(af::Tensor(af::f32, {batch, 784}, d.x.buffer(), static_cast<size_t>(b * 784 * 4)));
-    by->push_back(af::Tensor(af::i64, {batch}, d.y.buffer(), static_cast<size_t>(b * 8)));
+    bx->push_back(d.x.slice_rows(b, b + batch));
+    by->push_back(d.y.slice_rows(b, b + batch));
   }
 }
 
@@ -189,8 +189,8 @@ bench::Prepared cnn(const bench::Params& p) {
 bench::Prepared pipeline(const bench::Params& p) {
   auto data = load();
   const int64_t rows = p.at("rows");
-  af::Tensor x(af::f32, {rows, 784}, data->x.buffer(), 0);
-  af::Tensor y(af::i64, {rows}, data->y.buffer(), 0);
+  af::Tensor x = data->x.slice_rows(0, rows);
+  af::Tensor y = data->y.slice_rows(0, rows);
   auto seed = std::make_shared<uint64_t>(1);
   bench::Prepared prep;
   prep.sides.push_back({"ours", "actor pipeline: from_tensors -> shuffle(all) -> batch(64) -> prefetch(8)", [x, y, rows, seed] {
