@@ -28,6 +28,10 @@ struct Welcome {
 struct RegisterGraph {
   requestId @0 :UInt64;
   graphDef @1 :Data;         # Graph::serialize() bytes
+  # Not 0: the client's graph grew; graphDef is the whole graph again, whose first nodes
+  # are those already registered under this handle. The daemon adds the new nodes to
+  # that graph, so its session (and its variables) carry on.
+  extendsHandle @2 :UInt64;
 }
 
 struct StepStatus {

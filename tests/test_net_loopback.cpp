@@ -71,10 +71,7 @@ struct SlowGraph {
 }  // namespace
 
 TEST_CASE("50 random DAGs on a daemon equal the local session bit for bit") {
-  if (!aftnet::daemon_built()) {
-    WARN_MESSAGE(false, "skipped: " << aftnet::daemon_binary() << " is not built");
-    return;
-  }
+  REQUIRE_MESSAGE(aftnet::daemon_built(), aftnet::daemon_binary() << " is not built (it is built with this test)");
   DaemonProcess d(kToken);
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
@@ -110,8 +107,8 @@ TEST_CASE("50 random DAGs on a daemon equal the local session bit for bit") {
   CHECK(d.running());
 }
 
-TEST_CASE("variables, init ops and op fetches work remotely") {
-  if (!aftnet::daemon_built()) return;
+TEST_CASE("variables, init ops, op fetches and a graph that grows work remotely") {
+  REQUIRE(aftnet::daemon_built());
   DaemonProcess d(kToken);
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
@@ -125,10 +122,17 @@ TEST_CASE("variables, init ops and op fetches work remotely") {
   auto out = sess->run({v});
   REQUIRE(out.ok());
   CHECK((*out)[0].equals(af::Tensor::from_vector<float>({4, 8, 12})));
+  // The graph grows after its first runs: the daemon extends its copy, and the
+  // variable keeps its value, as in a local session.
+  auto doubled = v * 2.0;
+  auto grown = sess->run({doubled, v});
+  REQUIRE_MESSAGE(grown.ok(), grown.status().to_string());
+  CHECK((*grown)[0].equals(af::Tensor::from_vector<float>({8, 16, 24})));
+  CHECK((*grown)[1].equals(af::Tensor::from_vector<float>({4, 8, 12})));
 }
 
 TEST_CASE("a kernel error on the daemon names the node and the daemon; bad targets fail fast") {
-  if (!aftnet::daemon_built()) return;
+  REQUIRE(aftnet::daemon_built());
   DaemonProcess d(kToken);
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
@@ -165,7 +169,7 @@ TEST_CASE("a kernel error on the daemon names the node and the daemon; bad targe
 }
 
 TEST_CASE("kill -9 mid-step fails the step within its deadline, naming the address; a restarted daemon serves the next step") {
-  if (!aftnet::daemon_built()) return;
+  REQUIRE(aftnet::daemon_built());
   auto d = std::make_unique<DaemonProcess>(kToken);
   REQUIRE_MESSAGE(d->started(), d->log());
   int port = d->port();
@@ -205,7 +209,7 @@ TEST_CASE("kill -9 mid-step fails the step within its deadline, naming the addre
 }
 
 TEST_CASE("a step's deadline holds against a daemon that is slow, and SIGTERM drains a step in flight") {
-  if (!aftnet::daemon_built()) return;
+  REQUIRE(aftnet::daemon_built());
   DaemonProcess d(kToken);
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
@@ -234,7 +238,7 @@ TEST_CASE("a step's deadline holds against a daemon that is slow, and SIGTERM dr
 }
 
 TEST_CASE("concurrent steps from 4 threads; empty, one-element and 16 MiB tensors; frames over --max_message_bytes fail clearly") {
-  if (!aftnet::daemon_built()) return;
+  REQUIRE(aftnet::daemon_built());
   DaemonProcess d(kToken, 0, {"--max_message_bytes", "1048576"});
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
@@ -285,7 +289,7 @@ TEST_CASE("concurrent steps from 4 threads; empty, one-element and 16 MiB tensor
 }
 
 TEST_CASE("16 MiB each way through a daemon") {
-  if (!aftnet::daemon_built()) return;
+  REQUIRE(aftnet::daemon_built());
   DaemonProcess d(kToken);
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);

@@ -133,14 +133,14 @@ bool DaemonClient::alive() const {
   return ready_ && !closed_.has_value();
 }
 
-Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time_point deadline) {
+Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_request_++;
     registrations_[id];
   }
-  if (Status sent = conn_->send_checked(RegisterGraphMsg{id, std::move(graph_def)}); !sent.ok()) {
+  if (Status sent = conn_->send_checked(RegisterGraphMsg{id, std::move(graph_def), extends}); !sent.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     registrations_.erase(id);
     return sent;

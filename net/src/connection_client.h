@@ -30,7 +30,8 @@ class DaemonClient {
                                                        ConnectionOptions options = {});
   ~DaemonClient();
 
-  Result<uint64_t> register_graph(std::string graph_def, Clock::time_point deadline);
+  // extends: 0 for a new graph, else the handle whose graph grew (see net.capnp).
+  Result<uint64_t> register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends = 0);
   Result<StepDoneMsg> run_step(RunStepMsg m, Clock::time_point deadline);
   void close_graph(uint64_t handle);
 

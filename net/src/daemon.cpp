@@ -114,6 +114,14 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
   if (auto* r = std::get_if<RegisterGraphMsg>(&m)) {
     pool->post([this, id, c, r = std::move(*r)] {
       RegisteredMsg reply{r.request_id, 0, Status::OK()};
+      if (r.extends_handle != 0) {
+        reply.handle = r.extends_handle;
+        reply.status = service->extend_graph(r.extends_handle, r.graph_def, id);
+        log("extended graph " + std::to_string(r.extends_handle) + " for " + c->label() +
+            (reply.status.ok() ? std::string() : ": " + reply.status.to_string()));
+        c->send(std::move(reply));
+        return;
+      }
       auto h = service->register_graph(r.graph_def, id);
       if (h.ok()) {
         reply.handle = *h;

@@ -49,6 +49,7 @@ struct Writer {
     auto b = f.initRegisterGraph();
     b.setRequestId(m.request_id);
     b.setGraphDef(bytes_of(m.graph_def));
+    b.setExtendsHandle(m.extends_handle);
   }
   void operator()(const RegisteredMsg& m) {
     auto b = f.initRegistered();
@@ -92,7 +93,7 @@ Result<Message> read_frame(wire::Frame::Reader f) {
     case wire::Frame::WELCOME: return Message{WelcomeMsg{f.getWelcome().getMaxMessageBytes()}};
     case wire::Frame::REGISTER_GRAPH: {
       auto r = f.getRegisterGraph();
-      return Message{RegisterGraphMsg{r.getRequestId(), to_string(r.getGraphDef())}};
+      return Message{RegisterGraphMsg{r.getRequestId(), to_string(r.getGraphDef()), r.getExtendsHandle()}};
     }
     case wire::Frame::REGISTERED: {
       auto r = f.getRegistered();

@@ -33,6 +33,7 @@ struct WelcomeMsg {
 struct RegisterGraphMsg {
   uint64_t request_id = 0;
   std::string graph_def;
+  uint64_t extends_handle = 0;  // not 0: add the new nodes to this registered graph
 };
 struct RegisteredMsg {
   uint64_t request_id = 0;

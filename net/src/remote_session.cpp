@@ -1,12 +1,16 @@
 // The "remote" session backend: Session::create(g, "af://host:port") runs the whole graph
-// on one node daemon. The graph travels once as GraphDef bytes (again when it has grown,
-// or after the daemon restarted: a new connection means the old handle is gone); steps
-// then travel as RunStep frames naming nodes, and tensors as TensorMsg bytes.
+// on one node daemon. The graph travels once as GraphDef bytes; steps then travel as
+// RunStep frames naming nodes, and tensors as TensorMsg bytes. When a run names a node
+// added since, the graph travels again and the daemon appends the new nodes to the
+// registered graph (node ids only grow and inputs precede consumers), so its session and
+// variables carry on, as a local session's do. After the daemon restarted (a new
+// connection: the old handle is gone) the graph is registered afresh, with fresh variables.
 //
 // Every wait has a deadline: connecting uses the step timeout (or 10 s when none is set),
 // and a step waits for its timeout, or without one until the daemon answers or its
 // connection dies (heartbeats notice a silent peer). Errors name the daemon's task and
 // address; a kernel error keeps the daemon's message, which names the node.
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -57,7 +61,7 @@ class RemoteSession final : public SessionImpl {
   // answer or a graph it cannot run.
   Status open() {
     auto deadline = deadline_after(connect_timeout_ms());
-    return ready(deadline).status();
+    return ready(deadline, graph_.num_nodes() - 1).status();
   }
 
   Result<std::vector<Tensor>> run(const RunRequest& req) override {
@@ -65,7 +69,11 @@ class RemoteSession final : public SessionImpl {
     auto deadline = timeout_ms > 0 ? deadline_after(timeout_ms) : DaemonClient::kNoDeadline;
     // Connecting is bounded even when the step is not.
     auto connect_deadline = std::min(deadline, deadline_after(connect_timeout_ms()));
-    AF_ASSIGN_OR_RETURN(Ready r, ready(connect_deadline));
+    int newest = -1;
+    for (auto& f : req.fetches) newest = std::max(newest, f.output.node_id());
+    for (auto& [out, value] : req.feeds) newest = std::max(newest, out.node_id());
+    for (auto& op : req.targets) newest = std::max(newest, op.node_id());
+    AF_ASSIGN_OR_RETURN(Ready r, ready(connect_deadline, newest));
     RunStepMsg m;
     m.handle = r.handle;
     m.step_id = next_step_++;
@@ -138,9 +146,9 @@ class RemoteSession final : public SessionImpl {
     return opts_.step_timeout_ms > 0 ? std::min(opts_.step_timeout_ms, kDefaultConnectTimeoutMs) : kDefaultConnectTimeoutMs;
   }
 
-  // A live connection with the current graph registered: reconnects after the daemon
-  // went away and registers again after the graph grew.
-  Result<Ready> ready(DaemonClient::Clock::time_point deadline) {
+  // A live connection with a registered graph holding node `newest`: reconnects after
+  // the daemon went away, registers again when the graph has grown past what it holds.
+  Result<Ready> ready(DaemonClient::Clock::time_point deadline, int newest) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return failed_precondition("session is closed");
     if (client_ && !client_->alive()) {
@@ -152,13 +160,13 @@ class RemoteSession final : public SessionImpl {
       if (!c.ok()) return c.status();
       client_ = std::shared_ptr<DaemonClient>(std::move(c).value());
     }
-    if (handle_ == 0 || registered_version_ != graph_.version()) {
-      uint64_t version = graph_.version();
-      auto h = client_->register_graph(graph_.serialize(), deadline);
+    if (handle_ == 0 || newest >= registered_nodes_) {
+      int nodes = graph_.num_nodes();
+      // A grown graph extends the registered one, keeping the daemon's variables.
+      auto h = client_->register_graph(graph_.serialize(), deadline, handle_);
       if (!h.ok()) return h.status().with_context("registering the graph on " + label_);
-      if (handle_ != 0) client_->close_graph(handle_);
       handle_ = *h;
-      registered_version_ = version;
+      registered_nodes_ = nodes;
     }
     return Ready{client_, handle_};
   }
@@ -180,7 +188,7 @@ class RemoteSession final : public SessionImpl {
   std::mutex mu_;
   std::shared_ptr<DaemonClient> client_;
   uint64_t handle_ = 0;
-  uint64_t registered_version_ = 0;
+  int registered_nodes_ = 0;
   bool closed_ = false;
   std::atomic<uint64_t> next_step_{1};
 };

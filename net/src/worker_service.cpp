@@ -1,6 +1,8 @@
 // Registered graphs and their steps on a node daemon (worker_service.h).
 #include "worker_service.h"
 
+#include <algorithm>
+
 #include "actorflow/tensor_codec.h"
 
 namespace actorflow::net {
@@ -91,6 +93,35 @@ Result<uint64_t> WorkerService::register_graph(const std::string& graph_def, uin
   return handle;
 }
 
+Status WorkerService::extend_graph(uint64_t handle, const std::string& graph_def, uint64_t owner) {
+  auto entry = find(handle, owner);
+  if (!entry) return not_found("no graph with handle " + std::to_string(handle) + " to extend on " + where_);
+  auto full = Graph::deserialize(graph_def);
+  if (!full.ok()) return full.status().with_context("extending graph " + std::to_string(handle) + " on " + where_);
+  std::unique_lock<std::shared_mutex> lock(entry->mu);
+  Graph& g = *entry->graph;
+  const Graph& f = **full;
+  if (f.num_nodes() < g.num_nodes())
+    return invalid_argument("the graph sent to extend graph " + std::to_string(handle) + " has fewer nodes (" +
+                            std::to_string(f.num_nodes()) + ") than the one registered (" +
+                            std::to_string(g.num_nodes()) + ")");
+  for (int i = 0; i < g.num_nodes(); ++i)
+    if (f.node(i).name != g.node(i).name || f.node(i).op != g.node(i).op)
+      return invalid_argument("the graph sent to extend graph " + std::to_string(handle) + " differs at node " +
+                              std::to_string(i) + " ('" + f.node(i).name + "', registered: '" + g.node(i).name + "')");
+  for (int i = g.num_nodes(); i < f.num_nodes(); ++i) {
+    auto added = g.add_node_raw(f.node(i));
+    if (!added.ok()) return added.status().with_context("extending graph " + std::to_string(handle) + " on " + where_);
+  }
+  for (auto& [key, ids] : f.collections())
+    for (int id : ids)
+      if (id >= 0 && id < g.num_nodes()) {
+        const auto& have = g.collection(key);
+        if (std::find(have.begin(), have.end(), id) == have.end()) g.add_to_collection(key, id);
+      }
+  return Status::OK();
+}
+
 std::shared_ptr<WorkerService::Entry> WorkerService::find(uint64_t handle, uint64_t owner) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = graphs_.find(handle);
@@ -100,6 +131,7 @@ std::shared_ptr<WorkerService::Entry> WorkerService::find(uint64_t handle, uint6
 }
 
 Result<std::vector<Tensor>> WorkerService::run_entry(Entry& e, const RunStepMsg& m) {
+  std::shared_lock<std::shared_mutex> lock(e.mu);
   Graph& g = *e.graph;
   FeedDict feeds;
   for (auto& [name, bytes] : m.feeds) {

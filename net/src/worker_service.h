@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +53,9 @@ class WorkerService {
 
   // Parses and prepares a graph for connection `owner`: a handle, or why not.
   Result<uint64_t> register_graph(const std::string& graph_def, uint64_t owner);
+  // Adds the nodes of `graph_def` beyond those of graph `handle` to it (the client's
+  // graph grew); its first nodes must be the registered ones. Steps in flight finish first.
+  Status extend_graph(uint64_t handle, const std::string& graph_def, uint64_t owner);
   // Runs one step; blocks (call it on a worker thread). Errors name this daemon.
   StepDoneMsg run_step(const RunStepMsg& m, uint64_t owner);
   void close_graph(uint64_t handle, uint64_t owner);
@@ -64,6 +68,8 @@ class WorkerService {
     uint64_t owner = 0;
     std::unique_ptr<Graph> graph;
     std::unique_ptr<Session> session;
+    // Steps share it; extending the graph takes it alone.
+    std::shared_mutex mu;
     ~Entry();
   };
   std::shared_ptr<Entry> find(uint64_t handle, uint64_t owner) const;
