@@ -113,7 +113,7 @@ class ActorExecutor final : public Executor {
     return Status::OK();
   }
 
-  std::shared_ptr<StepState> start(const RunRequest& req, int64_t global_step) override {
+  std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step) override {
     auto state = std::make_shared<StepState>(global_step, num_results_, pending_ + 1);
     int64_t step;
     {
@@ -127,7 +127,7 @@ class ActorExecutor final : public Executor {
       if (live_.size() > 64) prune_live();
     }
     for (size_t f = 0; f < feeds_.size(); ++f) {
-      const Tensor& t = req.feeds[f].second;
+      const Tensor& t = feeds[f];
       for (int r : feeds_[f].results) state->set_result(r, t);
       for (auto [actor, slot] : feeds_[f].consumers) {
         EdgeMsg m;

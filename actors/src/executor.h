@@ -48,9 +48,9 @@ struct ExecutorEnv {
 class Executor {
  public:
   virtual ~Executor() = default;
-  // Starts one step (feeds already validated); the returned state completes when every
-  // fetch and target has reported.
-  virtual std::shared_ptr<StepState> start(const RunRequest& req, int64_t global_step) = 0;
+  // Starts one step with one tensor per planned feed (already validated); the returned
+  // state completes when every fetch and target has reported.
+  virtual std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step) = 0;
   // Stops the actors and cancels steps in flight.
   virtual void shutdown() = 0;
   virtual int num_actors() const = 0;

@@ -40,14 +40,31 @@ class LocalSession final : public SessionImpl {
 
   Result<std::vector<Tensor>> run(const RunRequest& req) override {
     AF_ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, executor_for(req));
-    for (auto& [out, value] : req.feeds) AF_RETURN_IF_ERROR(validate_feed(out, value));
-    int64_t timeout_ms = req.options.timeout_ms > 0 ? req.options.timeout_ms : opts_.step_timeout_ms;
+    std::vector<Tensor> feeds;
+    feeds.reserve(req.feeds.size());
+    for (auto& [out, value] : req.feeds) {
+      AF_RETURN_IF_ERROR(validate_feed(out, value));
+      feeds.push_back(value);
+    }
+    return run_step(*ex, feeds, req.options);
+  }
+
+  Result<std::shared_ptr<PreparedStep>> prepare(const RunRequest& req) override {
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, executor_for(req));
+    std::vector<Output> fed;
+    for (auto& [out, value] : req.feeds) fed.push_back(out);
+    return std::shared_ptr<PreparedStep>(std::make_shared<Prepared>(this, std::move(ex), std::move(fed)));
+  }
+
+  // Starts one step on `ex` and waits for it, within the run's or the session's deadline.
+  Result<std::vector<Tensor>> run_step(Executor& ex, const std::vector<Tensor>& feeds, const RunOptions& options) {
+    int64_t timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : opts_.step_timeout_ms;
     auto t0 = std::chrono::steady_clock::now();
     auto deadline = timeout_ms > 0 ? t0 + std::chrono::milliseconds(timeout_ms) : StepState::kNoDeadline;
-    auto state = ex->start(req, ++global_step_);
-    if (!state->wait(ex->spin_budget(), deadline))
+    auto state = ex.start(feeds, ++global_step_);
+    if (!state->wait(ex.spin_budget(), deadline))
       return deadline_exceeded("the step did not finish within " + std::to_string(timeout_ms) + " ms");
-    ex->record_step(std::chrono::steady_clock::now() - t0);
+    ex.record_step(std::chrono::steady_clock::now() - t0);
     Status s = state->status();
     if (!s.ok()) return s;
     return std::move(state->results());
@@ -71,6 +88,23 @@ class LocalSession final : public SessionImpl {
   struct Cached {
     std::string key;
     std::shared_ptr<Executor> executor;
+  };
+
+  // A callable's step: it holds its executor, so the LRU never evicts it (use count > 1),
+  // and it checks only the feeds' dtypes and shapes per call.
+  class Prepared final : public PreparedStep {
+   public:
+    Prepared(LocalSession* session, std::shared_ptr<Executor> ex, std::vector<Output> fed)
+        : session_(session), ex_(std::move(ex)), fed_(std::move(fed)) {}
+    Result<std::vector<Tensor>> run(const std::vector<Tensor>& feeds, const RunOptions& options) override {
+      for (size_t i = 0; i < feeds.size(); ++i) AF_RETURN_IF_ERROR(validate_feed(fed_[i], feeds[i]));
+      return session_->run_step(*ex_, feeds, options);
+    }
+
+   private:
+    LocalSession* session_;
+    std::shared_ptr<Executor> ex_;
+    std::vector<Output> fed_;
   };
 
   // The executor of this kind of step, prepared on first use. A broken one (an actor

@@ -66,12 +66,41 @@ struct RunRequest {
   RunOptions options;
 };
 
+// One kind of step prepared by a backend, run many times with fresh feed values.
+class PreparedStep {
+ public:
+  virtual ~PreparedStep() = default;
+  // feeds: one tensor per fed output, in the prepared order.
+  virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& feeds, const RunOptions& options) = 0;
+};
+
 // What a session backend implements.
 class SessionImpl {
  public:
   virtual ~SessionImpl() = default;
   virtual Result<std::vector<Tensor>> run(const RunRequest& request) = 0;
   virtual Status close() = 0;
+  // Prepares `request`'s fetches, feeds and targets once (its feed values are ignored).
+  // The default runs the whole request each time; backends override it to skip the
+  // plan lookup.
+  virtual Result<std::shared_ptr<PreparedStep>> prepare(const RunRequest& request);
+};
+
+// A step prepared once and called many times, as TF's Session::MakeCallable: each call
+// skips the graph-ownership checks, the plan lookup and the fetch/feed bookkeeping.
+// Valid while its session is open; a call after close() fails.
+class Callable {
+ public:
+  Callable() = default;
+  // One tensor per feed given to make_callable, in that order.
+  Result<std::vector<Tensor>> operator()(const std::vector<Tensor>& feeds = {}, const RunOptions& options = {}) const;
+  bool valid() const { return step_ != nullptr; }
+
+ private:
+  friend class Session;
+  Callable(std::shared_ptr<PreparedStep> step, size_t num_feeds) : step_(std::move(step)), num_feeds_(num_feeds) {}
+  std::shared_ptr<PreparedStep> step_;
+  size_t num_feeds_ = 0;
 };
 
 using SessionFactory =
@@ -115,6 +144,10 @@ class Session {
   // The same, with per-run options (a deadline), as TF's Run(RunOptions, ...).
   Result<std::vector<Tensor>> run(const RunOptions& options, const std::vector<Fetch>& fetches,
                                   const FeedDict& feeds = {}, const std::vector<Operation>& targets = {});
+  // Prepares a step for repeated calls (the low-latency path for serving and tight
+  // loops): `feeds` are the outputs whose values each call passes, in order.
+  Result<Callable> make_callable(const std::vector<Fetch>& fetches, const std::vector<Output>& feeds = {},
+                                 const std::vector<Operation>& targets = {});
   // One tensor: sess.eval(y, feeds).
   Result<Tensor> eval(const Output& fetch, const FeedDict& feeds = {});
   // Runs every variable initializer of the graph.

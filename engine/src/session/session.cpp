@@ -89,6 +89,52 @@ Result<std::vector<Tensor>> Session::run(const RunOptions& options, const std::v
   return impl_->run(req);
 }
 
+Result<Callable> Session::make_callable(const std::vector<Fetch>& fetches, const std::vector<Output>& feeds,
+                                        const std::vector<Operation>& targets) {
+  if (!impl_) return failed_precondition("session is closed");
+  for (auto& f : fetches) AF_RETURN_IF_ERROR(graph_->check_owns(f.output, f.is_op ? "a fetched op" : "a fetch"));
+  for (auto& o : feeds) AF_RETURN_IF_ERROR(graph_->check_owns(o, "a feed"));
+  for (auto& op : targets) AF_RETURN_IF_ERROR(graph_->check_owns(op, "a target"));
+  RunRequest req;
+  req.fetches = fetches;
+  req.targets = targets;
+  for (auto& o : feeds) req.feeds.emplace_back(o, Tensor());
+  AF_ASSIGN_OR_RETURN(std::shared_ptr<PreparedStep> step, impl_->prepare(req));
+  return Callable(std::move(step), feeds.size());
+}
+
+Result<std::vector<Tensor>> Callable::operator()(const std::vector<Tensor>& feeds, const RunOptions& options) const {
+  if (!step_) return failed_precondition("calling an empty Callable (make one with Session::make_callable)");
+  if (feeds.size() != num_feeds_)
+    return invalid_argument("the callable takes " + std::to_string(num_feeds_) + " feed(s), got " +
+                            std::to_string(feeds.size()));
+  return step_->run(feeds, options);
+}
+
+namespace {
+
+// The default preparation: the request kept, its feed values filled in on each call.
+class WholeRequestStep final : public PreparedStep {
+ public:
+  WholeRequestStep(SessionImpl* impl, RunRequest req) : impl_(impl), req_(std::move(req)) {}
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& feeds, const RunOptions& options) override {
+    RunRequest req = req_;
+    for (size_t i = 0; i < feeds.size(); ++i) req.feeds[i].second = feeds[i];
+    req.options = options;
+    return impl_->run(req);
+  }
+
+ private:
+  SessionImpl* impl_;
+  RunRequest req_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<PreparedStep>> SessionImpl::prepare(const RunRequest& request) {
+  return std::shared_ptr<PreparedStep>(std::make_shared<WholeRequestStep>(this, request));
+}
+
 Result<Tensor> Session::eval(const Output& fetch, const FeedDict& feeds) {
   auto r = run(std::vector<Fetch>{fetch}, feeds);
   if (!r.ok()) return r.status();
