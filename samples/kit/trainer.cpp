@@ -96,12 +96,12 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
     }
   }
   if (resumed_from.empty()) AF_RETURN_IF_ERROR(sess.run_init());
-  std::unique_ptr<af::SummaryWriter> writer;
-  try {
-    writer = std::make_unique<af::SummaryWriter>(f.output_path);
+  std::optional<af::SummaryWriter> writer;
+  if (auto w = af::SummaryWriter::create(f.output_path); w.ok()) {
+    writer = std::move(*w);
     (void)writer->add_graph(g);
-  } catch (const af::Error& e) {
-    std::cerr << "summaries disabled: " << e.what() << "\n";
+  } else {
+    std::cerr << "summaries disabled: " << w.status().to_string() << "\n";
   }
   auto global = [&]() -> int64_t {
     auto v = sess.run({step});

@@ -47,10 +47,15 @@ int main(int argc, char** argv) {
   af::optim::SGD opt(0.001);
   af::Operation train = opt.minimize(loss, {}, step);
 
-  af::SummaryWriter writer(logdir);
+  auto created = af::SummaryWriter::create(logdir);
+  auto sess = af::Session::create(g);
+  if (!created.ok() || !sess.ok()) {
+    std::cerr << (created.ok() ? sess.status() : created.status()).to_string() << "\n";
+    return 1;
+  }
+  af::SummaryWriter& writer = *created;
   if (auto s = writer.add_graph(g); !s.ok()) std::cerr << "graph summary: " << s.to_string() << "\n";
-  af::Session sess(g);
-  if (auto s = sess.run_init(); !s.ok()) {
+  if (auto s = sess->run_init(); !s.ok()) {
     std::cerr << s.to_string() << "\n";
     return 1;
   }
@@ -58,7 +63,7 @@ int main(int argc, char** argv) {
   float last_loss = 0;
   for (int i = 0; i < 50; ++i) {
     // The loss is the one the update's gradient came from (before the update).
-    auto r = sess.run({loss}, feeds, {train});
+    auto r = sess->run({loss}, feeds, {train});
     if (!r.ok()) {
       std::cerr << r.status().to_string() << "\n";
       return 1;
@@ -68,7 +73,7 @@ int main(int argc, char** argv) {
     if (auto st = writer.add_scalar("loss", last_loss, s); !st.ok()) std::cerr << st.to_string() << "\n";
     if (i % 10 == 0 || i == 49) std::printf("step %2lld  loss %.4f\n", static_cast<long long>(s), last_loss);
   }
-  auto final_w = sess.run({w, step});
+  auto final_w = sess->run({w, step});
   if (!final_w.ok()) {
     std::cerr << final_w.status().to_string() << "\n";
     return 1;
