@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 #include <thread>
 #include <random>
 
@@ -67,6 +68,29 @@ struct SlowGraph {
   }
   af::Tensor input() const { return af::Tensor::filled(af::f32, {512, 512}, 0.5); }
 };
+
+// A slow graph whose step takes at least `at_least` on this machine, with its session on
+// `target`: deeper chains until one is slow enough (a few tries at most).
+struct SlowSession {
+  std::unique_ptr<SlowGraph> sg;
+  std::optional<af::Session> sess;
+  std::chrono::steady_clock::duration one_step{};
+};
+SlowSession slow_session(const std::string& target, std::chrono::milliseconds at_least, af::SessionOptions opts = {}) {
+  SlowSession s;
+  for (int depth = 100; depth <= 6400; depth *= 4) {
+    s.sess.reset();
+    s.sg = std::make_unique<SlowGraph>(depth);
+    auto sess = af::Session::create(s.sg->g, target, opts);
+    REQUIRE_MESSAGE(sess.ok(), sess.status().to_string());
+    s.sess.emplace(std::move(sess).value());
+    auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(s.sess->run({s.sg->y}, {{s.sg->x, s.sg->input()}}).ok());
+    s.one_step = std::chrono::steady_clock::now() - t0;
+    if (s.one_step >= at_least) break;
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -175,14 +199,12 @@ TEST_CASE("kill -9 mid-step fails the step within its deadline, naming the addre
   int port = d->port();
   std::string address = d->address();
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
-  SlowGraph sg(120);
   af::SessionOptions opts;
   opts.step_timeout_ms = 60000;
-  auto sess = af::Session::create(sg.g, d->target(), opts);
-  REQUIRE(sess.ok());
-  auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(sess->run({sg.y}, {{sg.x, sg.input()}}).ok());
-  auto one_step = std::chrono::steady_clock::now() - t0;
+  auto slow = slow_session(d->target(), std::chrono::milliseconds(400), opts);
+  auto& sg = *slow.sg;
+  auto& sess = slow.sess;
+  auto one_step = slow.one_step;
   INFO("one step takes " << std::chrono::duration_cast<std::chrono::milliseconds>(one_step).count() << " ms");
   REQUIRE(one_step > std::chrono::milliseconds(300));  // else the kill below could miss the step
 
@@ -213,9 +235,9 @@ TEST_CASE("a step's deadline holds against a daemon that is slow, and SIGTERM dr
   DaemonProcess d(kToken);
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
-  SlowGraph sg(120);
-  auto sess = af::Session::create(sg.g, d.target());
-  REQUIRE(sess.ok());
+  auto slow = slow_session(d.target(), std::chrono::milliseconds(400));
+  auto& sg = *slow.sg;
+  auto& sess = slow.sess;
   af::RunOptions quick;
   quick.timeout_ms = 50;
   auto t0 = std::chrono::steady_clock::now();
