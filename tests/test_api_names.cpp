@@ -235,3 +235,23 @@ TEST_CASE("the empty result of a fetched op says what it is instead of crashing"
   CHECK(msg == "expected float32 but the tensor is an empty Tensor (default-constructed, or the result of fetching an "
                "operation)");
 }
+
+TEST_CASE("a layer added to a loaded graph does not collide with the variables it holds") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1, 3}, "x");
+  L::dense(x, 2);
+  auto loaded = af::Graph::deserialize(g.serialize());
+  REQUIRE(loaded.ok());
+  af::Graph& h = **loaded;
+  auto xh = h.find_output("x");
+  REQUIRE(xh.ok());
+  auto y = L::dense(*xh, 4);  // "dense" holds variables get_variable did not make here
+  CHECK(h.find_node("dense_1/kernel") != nullptr);
+  CHECK(y.shape() == af::Shape{-1, 4});
+  // A variable made by variable() under a layer's name keeps the layer off that name too.
+  af::Graph k;
+  auto xk = af::placeholder(k, af::f32, {-1, 3}, "x");
+  af::variable(k, af::zeros(k, {3, 2}), "dense/kernel");
+  L::dense(xk, 2);
+  CHECK(k.find_node("dense_1/kernel") != nullptr);
+}

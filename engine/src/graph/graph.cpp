@@ -211,9 +211,21 @@ std::string Graph::push_variable_scope(const std::string& name, VarReuse reuse, 
   if (!name.empty()) {
     const std::string prefix = parent.name.empty() ? "" : parent.name + "/";
     full = prefix + name;
-    if (unique && var_scope_counts_[full] > 0) {
+    // A unique name skips scopes opened since the parent was entered, and names with
+    // nodes under them that get_variable did not make (a graph loaded from a GraphDef,
+    // variables made by variable()); a scope re-entered to reuse its variables stays free.
+    auto taken = [&](const std::string& cand) {
+      if (var_scope_counts_[cand] > 0) return true;
+      const std::string under = cand + "/";
+      auto starts = [&](const auto& map) {
+        auto it = map.lower_bound(under);
+        return it != map.end() && it->first.compare(0, under.size(), under) == 0;
+      };
+      return starts(by_name_) && !starts(var_store_);
+    };
+    if (unique && taken(full)) {
       int i = 1;
-      while (var_scope_counts_[prefix + name + "_" + std::to_string(i)] > 0) ++i;
+      while (taken(prefix + name + "_" + std::to_string(i))) ++i;
       full = prefix + name + "_" + std::to_string(i);
     }
   }
