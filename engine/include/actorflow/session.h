@@ -12,6 +12,18 @@
 
 namespace actorflow {
 
+// Plan-time graph passes (TensorFlow's Grappler), each switchable. They run once per kind
+// of step, on a copy of the plan's nodes; results are bit for bit those of the graph as
+// written.
+struct GraphOptimizerOptions {
+  // Nodes whose inputs are all constants are computed once and become constants.
+  bool constant_folding = true;
+  // Identical stateless nodes (same op, attributes and inputs) run once.
+  bool common_subexpressions = true;
+  // Nodes that no fetch or target needs after the passes above are not run.
+  bool prune = true;
+};
+
 struct SessionOptions {
   // Threads of the CPU device pool; 0 = the machine's cores.
   int intra_op_threads = 0;
@@ -40,6 +52,7 @@ struct SessionOptions {
   // Prepared kinds of step (distinct fetch/feed/target lists) kept, each a set of node
   // actors; beyond this the least recently used idle one is shut down.
   int max_cached_plans = 32;
+  GraphOptimizerOptions optimizer;
 };
 
 // Per-run settings, as TF's RunOptions.
@@ -124,13 +137,6 @@ class Session {
   static Result<Session> create(Graph& graph, SessionOptions options = {});
   // The same with options.target = target ("af://host:port"; see SessionOptions::target).
   static Result<Session> create(Graph& graph, const std::string& target, SessionOptions options = {});
-
-  // Convenience wrappers kept for existing code: create(...).value(), i.e. they throw
-  // af::Error with create()'s status. New code uses create().
-  [[deprecated("use Session::create, which returns Result<Session>")]]
-  explicit Session(Graph& graph, SessionOptions options = {});
-  [[deprecated("use Session::create, which returns Result<Session>")]]
-  Session(Graph& graph, const std::string& target, SessionOptions options = {});
 
   ~Session();
   Session(Session&& other) noexcept;

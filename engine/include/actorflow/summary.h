@@ -26,9 +26,6 @@ class SummaryWriter {
   // `flush_secs` have passed since the last write-out, and by close(). Fails when the
   // directory or the file cannot be created.
   static Result<SummaryWriter> create(const std::string& logdir, double flush_secs = 10);
-  // Kept for existing code: create(...).value(), i.e. throws af::Error on failure.
-  [[deprecated("use SummaryWriter::create, which returns Result<SummaryWriter>")]]
-  explicit SummaryWriter(const std::string& logdir, double flush_secs = 10);
   ~SummaryWriter();
   // Moves, does not copy; a moved-from writer is closed.
   SummaryWriter(SummaryWriter&&) noexcept;

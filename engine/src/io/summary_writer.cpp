@@ -84,8 +84,6 @@ Result<SummaryWriter> SummaryWriter::create(const std::string& logdir, double fl
 }
 
 SummaryWriter::SummaryWriter(std::unique_ptr<File> file) : file_(std::move(file)) {}
-SummaryWriter::SummaryWriter(const std::string& logdir, double flush_secs)
-    : SummaryWriter(create(logdir, flush_secs).value()) {}
 SummaryWriter::SummaryWriter(SummaryWriter&&) noexcept = default;
 
 SummaryWriter& SummaryWriter::operator=(SummaryWriter&& other) noexcept {

@@ -43,11 +43,6 @@ void register_session_factory(const std::string& name, SessionFactory factory) {
 
 Session::Session(Graph& graph, std::unique_ptr<SessionImpl> impl) : graph_(&graph), impl_(std::move(impl)) {}
 
-Session::Session(Graph& graph, SessionOptions options) : Session(create(graph, std::move(options)).value()) {}
-
-Session::Session(Graph& graph, const std::string& target, SessionOptions options)
-    : Session(create(graph, target, std::move(options)).value()) {}
-
 Result<Session> Session::create(Graph& graph, SessionOptions options) {
   auto impl = make_impl(graph, options);
   if (!impl.ok()) return impl.status();
