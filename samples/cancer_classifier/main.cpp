@@ -12,7 +12,7 @@ namespace af = actorflow;
 namespace L = actorflow::layers;
 
 int main(int argc, char** argv) {
-  kit::Flags defaults;
+  kit::Flags defaults = kit::sample_defaults("cancer_classifier");
   defaults.model = "dnn";
   defaults.optimizer = "adam";
   defaults.learning_rate = 0.01;
@@ -20,9 +20,6 @@ int main(int argc, char** argv) {
   defaults.epoch_number = 30;
   defaults.steps_to_validate = 50;
   defaults.data_dir = kit::kBreastCancerCsv;
-  defaults.checkpoint_path = "./checkpoint/cancer_classifier";
-  defaults.output_path = "./tensorboard/cancer_classifier";
-  defaults.saved_model_path = "./model/cancer_classifier";
   kit::Flags f = kit::parse_flags(argc, argv, {"cancer_classifier", {"lr", "dnn"}}, defaults);
   // Logistic regression has no hidden layers for these to shape.
   if (f.model == "lr")

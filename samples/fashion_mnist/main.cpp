@@ -11,7 +11,7 @@
 namespace af = actorflow;
 
 int main(int argc, char** argv) {
-  kit::Flags defaults;
+  kit::Flags defaults = kit::sample_defaults("fashion_mnist");
   defaults.model = "mlp";
   defaults.optimizer = "adam";
   defaults.learning_rate = 0.001;
@@ -23,9 +23,6 @@ int main(int argc, char** argv) {
   defaults.lr_decay_rate = 0.8;
   defaults.model_network = "256 128";
   defaults.data_dir = kit::kFashionMnistDir;
-  defaults.checkpoint_path = "./checkpoint/fashion_mnist";
-  defaults.output_path = "./tensorboard/fashion_mnist";
-  defaults.saved_model_path = "./model/fashion_mnist";
   kit::Flags f = kit::parse_flags(argc, argv, {"fashion_mnist", kit::kFashionMnistModels}, defaults);
   kit::reject_flags(f, kit::fashion_mnist_unused_flags(f.model), "to --model " + f.model);
   kit::per_model_paths(f, defaults);

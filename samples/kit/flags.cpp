@@ -36,6 +36,14 @@ std::vector<int> Flags::network() const {
   return parse_network(model_network, &error);
 }
 
+Flags sample_defaults(const std::string& sample) {
+  Flags f;
+  f.checkpoint_path += "/" + sample;
+  f.output_path += "/" + sample;
+  f.saved_model_path += "/" + sample;
+  return f;
+}
+
 void per_model_paths(Flags& f, const Flags& defaults) {
   if (f.checkpoint_path == defaults.checkpoint_path) f.checkpoint_path += "/" + f.model;
   if (f.output_path == defaults.output_path) f.output_path += "/" + f.model;

@@ -54,6 +54,10 @@ struct FlagSpec {
   std::vector<std::string> models;  // --model must name one of these
 };
 
+// The common defaults with the checkpoint, summary and export paths under the sample's
+// name (./checkpoint/<sample>, ./tensorboard/<sample>, ./model/<sample>).
+Flags sample_defaults(const std::string& sample);
+
 // Default checkpoint/summary/export paths get the model name appended, so models of one
 // sample do not resume from each other's checkpoints.
 void per_model_paths(Flags& f, const Flags& defaults);

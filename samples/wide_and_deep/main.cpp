@@ -37,7 +37,7 @@ af::Tensor quantile_boundaries(const af::Tensor& x) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  kit::Flags defaults;
+  kit::Flags defaults = kit::sample_defaults("wide_and_deep");
   defaults.model = "wide_deep";
   // --optimizer trains the deep part (Adagrad by default, as TF's DNNLinearCombined
   // estimators); the wide part's sparse weights always use FTRL.
@@ -48,9 +48,6 @@ int main(int argc, char** argv) {
   defaults.steps_to_validate = 50;
   defaults.model_network = "64 32";
   defaults.data_dir = kit::kBreastCancerCsv;
-  defaults.checkpoint_path = "./checkpoint/wide_and_deep";
-  defaults.output_path = "./tensorboard/wide_and_deep";
-  defaults.saved_model_path = "./model/wide_and_deep";
   kit::Flags f = kit::parse_flags(argc, argv, {"wide_and_deep", {"wide_deep"}}, defaults);
   kit::per_model_paths(f, defaults);
 
