@@ -1,0 +1,264 @@
+#include "http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace serve {
+
+namespace af = actorflow;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// What every connection shares.
+struct Shared {
+  HttpOptions options;
+  RestApi& api;
+  Metrics& metrics;
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> in_flight{0};
+  std::function<void()> drained;  // called when draining and the last request is answered
+  std::mutex log_mu;
+};
+
+// A request target as it goes into the log: printable, and not the whole of a long one.
+std::string loggable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 256)) out += (c >= 0x20 && c < 0x7f && c != '"') ? c : '?';
+  if (s.size() > 256) out += "...";
+  return out;
+}
+
+// Compares in time independent of where the first difference is.
+bool same_token(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() != b.size();
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i % std::max<size_t>(1, b.size())]);
+  return diff == 0;
+}
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, Shared& shared) : stream_(std::move(socket)), sh_(shared) {
+    beast::error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    peer_ = ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  void start() { net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Connection::read, shared_from_this())); }
+
+ private:
+  void read() {
+    if (sh_.draining) return close();
+    parser_.emplace();
+    parser_->body_limit(sh_.options.max_body_bytes);
+    stream_.expires_after(std::chrono::milliseconds(sh_.options.read_timeout_ms));
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Connection::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    // A closed connection, a client too slow to send its request, a reset: nothing to answer.
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted) return close();
+    if (ec) {
+      if (ec.category() != http::make_error_code(http::error::bad_target).category()) return close();
+      begin(parser_->is_header_done() ? std::string(parser_->get().method_string()) : "-",
+            parser_->is_header_done() ? std::string(parser_->get().target()) : "-", 11);
+      if (ec == http::error::body_limit)
+        return respond(error_response(413, "the body is over --max_body_bytes (" + std::to_string(sh_.options.max_body_bytes) + " bytes)"),
+                       /*linger=*/true);
+      if (ec == http::error::header_limit) return respond(error_response(431, "the request's header is too large"), true);
+      return respond(error_response(400, "malformed HTTP request: " + ec.message()), true);
+    }
+    auto& req = parser_->get();
+    begin(std::string(req.method_string()), std::string(req.target()), req.version());
+    keep_alive_ = req.keep_alive();
+    if (!sh_.options.auth_token.empty()) {
+      auto field = req[http::field::authorization];
+      std::string_view auth(field.data(), field.size());
+      if (auth.size() < 7 || !beast::iequals(beast::string_view(auth.data(), 7), "Bearer ") || !same_token(auth.substr(7), sh_.options.auth_token))
+        return respond(error_response(401, "this server wants 'Authorization: Bearer <token>'"));
+    }
+    HttpRequest r{method_, target_, std::move(req.body())};
+    auto self = shared_from_this();
+    sh_.api.handle(r, [self](HttpResponse resp) {
+      net::post(self->stream_.get_executor(), [self, resp = std::move(resp)]() mutable { self->respond(std::move(resp)); });
+    });
+  }
+
+  // From here until its answer is written, the request is in flight: a drain waits for it.
+  void begin(std::string method, std::string target, unsigned version) {
+    ++sh_.in_flight;
+    started_ = Clock::now();
+    method_ = std::move(method);
+    target_ = std::move(target);
+    version_ = version == 10 ? 10 : 11;
+    keep_alive_ = false;
+  }
+
+  // `linger`: the client may still be sending a body we will not read; stop sending,
+  // then swallow what it sends for a while, so that it sees our answer rather than a reset.
+  void respond(HttpResponse r, bool linger = false) {
+    auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), version_);
+    res->set(http::field::server, "actorflow-serve");
+    res->set(http::field::content_type, r.content_type);
+    if (r.status == 401) res->set(http::field::www_authenticate, "Bearer");
+    res->body() = std::move(r.body);
+    bool keep = keep_alive_ && !linger && !sh_.draining;
+    res->keep_alive(keep);
+    res->prepare_payload();
+    status_ = r.status;
+    bytes_ = res->body().size();
+    stream_.expires_after(std::chrono::milliseconds(sh_.options.read_timeout_ms));
+    http::async_write(stream_, *res, [self = shared_from_this(), res, keep, linger](beast::error_code ec, std::size_t) {
+      self->on_write(ec, keep, linger);
+    });
+  }
+
+  void on_write(beast::error_code ec, bool keep, bool linger) {
+    double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+    sh_.metrics.record_request(status_, seconds);
+    if (sh_.options.access_log) {
+      std::time_t now = std::time(nullptr);
+      char when[32];
+      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+      std::lock_guard<std::mutex> lock(sh_.log_mu);
+      std::fprintf(stdout, "%s %s \"%s %s\" %d %zu %.3fms\n", when, peer_.c_str(), loggable(method_).c_str(),
+                   loggable(target_).c_str(), status_, bytes_, seconds * 1e3);
+      std::fflush(stdout);
+    }
+    if (--sh_.in_flight == 0 && sh_.draining) sh_.drained();
+    if (ec) return close();
+    if (linger) return start_linger();
+    if (!keep) return close();
+    read();
+  }
+
+  void start_linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(2));
+    linger_more();
+  }
+  void linger_more() {
+    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->lingered_ += n;
+      if (ec || self->lingered_ > (64u << 20)) return self->close();
+      self->linger_more();
+    });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  Shared& sh_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string peer_, method_, target_;
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+  int status_ = 0;
+  size_t bytes_ = 0;
+  Clock::time_point started_;
+  std::array<char, 16384> discard_;
+  size_t lingered_ = 0;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(HttpOptions options, RestApi& api, Metrics& metrics)
+      : shared{std::move(options), api, metrics}, acceptor(ioc), signals(ioc, SIGTERM, SIGINT), drain_timer(ioc), retry_timer(ioc) {}
+
+  void accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+      if (!acceptor.is_open() || shared.draining) return;
+      if (!ec) {
+        std::make_shared<Connection>(std::move(socket), shared)->start();
+        return accept();
+      }
+      // Out of descriptors or the like: try again shortly rather than spin.
+      retry_timer.expires_after(std::chrono::milliseconds(50));
+      retry_timer.async_wait([this](beast::error_code) { accept(); });
+    });
+  }
+
+  void drain(int sig) {
+    std::fprintf(stderr, "[actorflow-serve] %s: no new connections; answering the %lld requests in flight\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(shared.in_flight.load()));
+    shared.draining = true;
+    beast::error_code ignored;
+    acceptor.close(ignored);
+    retry_timer.cancel();
+    if (shared.in_flight == 0) return ioc.stop();
+    drain_timer.expires_after(std::chrono::milliseconds(shared.options.drain_timeout_ms));
+    drain_timer.async_wait([this](beast::error_code ec) {
+      if (!ec) ioc.stop();
+    });
+  }
+
+  net::io_context ioc;
+  Shared shared;
+  tcp::acceptor acceptor;
+  net::signal_set signals;
+  net::steady_timer drain_timer, retry_timer;
+};
+
+HttpServer::HttpServer(HttpOptions options, RestApi& api, Metrics& metrics)
+    : impl_(std::make_unique<Impl>(std::move(options), api, metrics)) {
+  impl_->shared.drained = [impl = impl_.get()] { net::post(impl->ioc, [impl] { impl->ioc.stop(); }); };
+}
+
+HttpServer::~HttpServer() = default;
+
+af::Status HttpServer::listen() {
+  beast::error_code ec;
+  auto address = net::ip::make_address(impl_->shared.options.host, ec);
+  if (ec) return af::invalid_argument("--host '" + impl_->shared.options.host + "' is not an IP address: " + ec.message());
+  tcp::endpoint ep(address, static_cast<uint16_t>(impl_->shared.options.port));
+  auto& a = impl_->acceptor;
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return af::Status(af::Code::unavailable, "cannot listen on " + impl_->shared.options.host + ":" +
+                                                       std::to_string(impl_->shared.options.port) + ": " + ec.message());
+  return af::Status::OK();
+}
+
+int HttpServer::port() const {
+  beast::error_code ec;
+  auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? -1 : ep.port();
+}
+
+int64_t HttpServer::run() {
+  impl_->signals.async_wait([this](beast::error_code ec, int sig) {
+    if (!ec) impl_->drain(sig);
+  });
+  impl_->accept();
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::max(1, impl_->shared.options.io_threads); ++i) threads.emplace_back([this] { impl_->ioc.run(); });
+  impl_->ioc.run();
+  for (auto& t : threads) t.join();
+  return impl_->shared.in_flight.load();
+}
+
+}  // namespace serve

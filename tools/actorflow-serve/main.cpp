@@ -1,0 +1,121 @@
+// actorflow-serve: serves a model exported by `--mode export` (<model_base_path>/<N>/)
+// with TensorFlow Serving's REST API.
+//
+//   build/tools/actorflow-serve --model_name cancer --model_base_path ./model/cancer_classifier/dnn --port 8501
+//   curl -d '{"instances": [[...30 features...]]}' localhost:8501/v1/models/cancer:predict
+//
+// Prints "LISTENING host:port" once it accepts connections (with --port 0, the port the
+// OS chose; --port_file also writes it). Loads the newest version, polls for newer ones
+// and swaps without failing a request; SIGTERM or SIGINT answers the requests in flight
+// and exits 0.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "batcher.h"
+#include "http_server.h"
+#include "metrics.h"
+#include "model_manager.h"
+#include "rest_api.h"
+
+namespace {
+
+void log_line(const std::string& line) {
+  std::fprintf(stderr, "[actorflow-serve] %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// The token file's first line, without surrounding blanks.
+bool read_token(const std::string& path, std::string* token) {
+  std::ifstream in(path);
+  if (!in || !std::getline(in, *token)) return false;
+  auto b = token->find_first_not_of(" \t\r\n"), e = token->find_last_not_of(" \t\r\n");
+  *token = b == std::string::npos ? "" : token->substr(b, e - b + 1);
+  return !token->empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"actorflow-serve: TensorFlow Serving's REST API for models exported by the ActorFlow samples"};
+  serve::ManagerOptions mo;
+  serve::HttpOptions ho;
+  serve::BatchOptions bo;
+  std::string port_file, token_file;
+  app.add_option("--model_name", mo.model_name, "the name clients use: /v1/models/NAME")->required();
+  app.add_option("--model_base_path", mo.base_path, "folder of numbered versions written by --mode export")
+      ->required()->check(CLI::ExistingDirectory);
+  app.add_option("--host", ho.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", ho.port, "port; 0 = any free port")->check(CLI::Range(0, 65535))->capture_default_str();
+  app.add_option("--port_file", port_file, "write the port listened on to this file");
+  app.add_option("--file_system_poll_wait_seconds", mo.poll_seconds, "how often to look for new versions; 0 = only at start")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--max_body_bytes", ho.max_body_bytes, "larger request bodies get 413")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_flag("--enable_batching", bo.enabled, "merge predict requests that arrive together into one step");
+  app.add_option("--max_batch_size", bo.max_batch_size, "most rows in a merged step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch_timeout_micros", bo.batch_timeout_micros, "how long a request waits for others to join it")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--num_batch_threads", bo.threads, "threads running predict steps")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--num_io_threads", ho.io_threads, "threads serving HTTP")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--auth_token_file", token_file, "ask every request for 'Authorization: Bearer <the file's token>'")
+      ->check(CLI::ExistingFile);
+  app.add_option("--access_log", ho.access_log, "one line per request on stdout (true|false)")->capture_default_str();
+  app.add_option("--read_timeout_ms", ho.read_timeout_ms, "a request must arrive whole within this")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--drain_timeout_ms", ho.drain_timeout_ms, "how long SIGTERM waits for requests in flight")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // The name goes into URLs and a Prometheus label: keep it to characters both take as they are.
+  if (mo.model_name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != std::string::npos) {
+    std::cerr << "actorflow-serve: --model_name may hold letters, digits, '_', '.' and '-' only\n";
+    return 2;
+  }
+  if (!token_file.empty() && !read_token(token_file, &ho.auth_token)) {
+    std::cerr << "actorflow-serve: --auth_token_file " << token_file << " holds no token\n";
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+
+  serve::Metrics metrics;
+  auto models = std::make_unique<serve::ModelManager>(mo, log_line);
+  models->poll_once();
+  if (!models->current()) log_line("no version of '" + mo.model_name + "' loaded yet under " + mo.base_path + "; answering 503");
+  models->start_polling();
+  auto batcher = std::make_unique<serve::Batcher>(bo, metrics);
+  serve::RestApi api(*models, *batcher, metrics);
+  auto server = std::make_unique<serve::HttpServer>(ho, api, metrics);
+  if (auto s = server->listen(); !s.ok()) {
+    std::cerr << "actorflow-serve: " << s.to_string() << "\n";
+    return 2;
+  }
+  int port = server->port();
+  if (!port_file.empty()) {
+    // Written whole, then renamed: a reader never sees a half-written port.
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::cerr << "actorflow-serve: cannot write --port_file " << port_file << "\n";
+      return 2;
+    }
+  }
+  std::cout << "LISTENING " << ho.host << ":" << port << std::endl;
+
+  int64_t left = server->run();
+  models->stop();
+  // The batcher answers what it still holds before the server's connections go away.
+  batcher.reset();
+  server.reset();
+  models.reset();
+  if (left > 0) {
+    log_line("drain timed out with " + std::to_string(left) + " requests in flight");
+    return 1;
+  }
+  log_line("drained; exiting");
+  return 0;
+}

@@ -1,0 +1,46 @@
+// The server's counters, rendered in Prometheus's text exposition format (version 0.0.4)
+// at GET /metrics: requests by status code, a latency histogram, the rows of each
+// session step (the batch sizes), the steps themselves and the version loaded.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace serve {
+
+class Metrics {
+ public:
+  void record_request(int status, double seconds);
+  // One session step that predicted `rows` rows for `requests` requests.
+  void record_step(int64_t rows, int64_t requests);
+  // `loaded_version` is 0 while no version is loaded.
+  std::string render(const std::string& model_name, int64_t loaded_version) const;
+
+  int64_t steps() const { return steps_.load(); }
+
+ private:
+  static constexpr std::array<double, 12> kLatencyBounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                         0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
+  static constexpr std::array<double, 9> kBatchBounds{1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+  template <size_t N>
+  struct Histogram {
+    std::array<uint64_t, N> buckets{};  // counts per bound, not yet cumulative
+    uint64_t count = 0;
+    double sum = 0;
+    void observe(const std::array<double, N>& bounds, double v);
+    void render(std::string& out, const std::string& name, const std::array<double, N>& bounds) const;
+  };
+
+  mutable std::mutex mu_;
+  std::map<int, uint64_t> by_code_;
+  Histogram<kLatencyBounds.size()> latency_;
+  Histogram<kBatchBounds.size()> batch_rows_;
+  std::atomic<int64_t> steps_{0};
+  uint64_t batched_requests_ = 0;
+};
+
+}  // namespace serve

@@ -1,0 +1,134 @@
+#include "rest_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tensor_json.h"
+
+namespace serve {
+
+namespace af = actorflow;
+using json = nlohmann::json;
+
+HttpResponse error_response(int status, const std::string& message) {
+  // "replace": a message may quote invalid UTF-8 from the request.
+  return HttpResponse{status, json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+namespace {
+
+struct Route {
+  std::string model;
+  int64_t version = 0;  // 0: not named
+  std::string verb;     // "", "metadata", "predict", or something unknown
+};
+
+// /v1/models/NAME[/versions/N][/metadata | :VERB], without the query. (Not std::regex:
+// its matcher recurses per character, and a path may be as long as the header limit.)
+bool parse_route(std::string path, Route* r) {
+  const std::string prefix = "/v1/models/";
+  if (path.rfind(prefix, 0) != 0) return false;
+  path = path.substr(prefix.size());
+  if (!path.empty() && path.back() == '/') path.pop_back();
+  if (auto colon = path.rfind(':'); colon != std::string::npos) {
+    r->verb = path.substr(colon + 1);
+    path = path.substr(0, colon);
+    if (r->verb.empty()) return false;
+  } else if (path.size() > 9 && path.compare(path.size() - 9, 9, "/metadata") == 0) {
+    r->verb = "metadata";
+    path = path.substr(0, path.size() - 9);
+  }
+  if (auto v = path.find("/versions/"); v != std::string::npos) {
+    std::string digits = path.substr(v + 10);
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+    r->version = std::stoll(digits);
+    path = path.substr(0, v);
+  }
+  if (path.empty() || path.find_first_of("/:") != std::string::npos) return false;
+  r->model = path;
+  return true;
+}
+
+// Strings from files and paths may hold invalid UTF-8; "replace" keeps the JSON valid.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+int http_status(const af::Status& s) {
+  switch (s.code()) {
+    case af::Code::invalid_argument:
+    case af::Code::out_of_range: return 400;
+    case af::Code::not_found: return 404;
+    case af::Code::unavailable: return 503;
+    case af::Code::resource_exhausted: return 429;
+    case af::Code::deadline_exceeded: return 504;
+    default: return 500;
+  }
+}
+
+}  // namespace
+
+void RestApi::handle(const HttpRequest& req, Reply reply) {
+  std::string path = req.target.substr(0, req.target.find('?'));
+  if (path == "/metrics") {
+    if (req.method != "GET") return reply(error_response(405, "/metrics takes GET"));
+    auto current = models_.current();
+    return reply(HttpResponse{200, metrics_.render(models_.name(), current ? current->version : 0),
+                              "text/plain; version=0.0.4; charset=utf-8"});
+  }
+  Route route;
+  if (!parse_route(path, &route)) return reply(error_response(404, "no such path: " + path));
+  if (route.model != models_.name()) return reply(error_response(404, "Servable not found for request: model '" + route.model + "'"));
+  if (route.verb.empty() || route.verb == "metadata") {
+    if (req.method != "GET") return reply(error_response(405, path + " takes GET"));
+    return reply(route.verb.empty() ? model_status(route.version) : metadata(route.version));
+  }
+  if (route.verb == "predict") {
+    if (req.method != "POST") return reply(error_response(405, path + " takes POST"));
+    return predict(route.version, req.body, std::move(reply));
+  }
+  reply(error_response(404, "unknown method ':" + route.verb + "' (this server has :predict)"));
+}
+
+HttpResponse RestApi::model_status(int64_t version) const {
+  json list = json::array();
+  for (auto& s : models_.statuses()) {
+    if (version && s.version != version) continue;
+    list.push_back({{"version", std::to_string(s.version)},
+                    {"state", s.state},
+                    {"status", {{"error_code", s.error_code}, {"error_message", s.error_message}}}});
+  }
+  if (version && list.empty()) return error_response(404, "version " + std::to_string(version) + " of model '" + models_.name() + "' was never seen");
+  return HttpResponse{200, dump(json{{"model_version_status", list}})};
+}
+
+HttpResponse RestApi::metadata(int64_t version) const {
+  auto m = models_.current();
+  if (!m) return error_response(503, "model '" + models_.name() + "' has no version loaded yet");
+  if (version && version != m->version)
+    return error_response(404, "version " + std::to_string(version) + " of model '" + models_.name() + "' is not being served (serving " +
+                                   std::to_string(m->version) + ")");
+  json sig;
+  sig["inputs"][m->input_name] = tensor_info_json({m->input_name, m->input_dtype, m->input_shape});
+  sig["outputs"][m->output_name] = tensor_info_json({m->output_name, m->output_dtype, m->output_shape});
+  sig["method_name"] = "tensorflow/serving/predict";
+  json doc;
+  doc["model_spec"] = {{"name", models_.name()}, {"signature_name", ""}, {"version", std::to_string(m->version)}};
+  doc["metadata"]["signature_def"]["signature_def"]["serving_default"] = sig;
+  return HttpResponse{200, dump(doc)};
+}
+
+void RestApi::predict(int64_t version, const std::string& body, Reply reply) {
+  // The request keeps this version alive until it is answered, whatever a swap does.
+  auto m = models_.current();
+  if (!m) return reply(error_response(503, "model '" + models_.name() + "' has no version loaded yet"));
+  if (version && version != m->version)
+    return reply(error_response(404, "version " + std::to_string(version) + " of model '" + models_.name() +
+                                         "' is not being served (serving " + std::to_string(m->version) + ")"));
+  auto in = parse_predict_request(body, TensorSpec{m->input_name, m->input_dtype, m->input_shape});
+  if (!in.ok()) return reply(error_response(400, in.status().message()));
+  bool columnar = in->columnar;
+  batcher_.submit(std::move(m), std::move(in->tensor), [reply = std::move(reply), columnar](af::Result<af::Tensor> y) {
+    if (!y.ok()) return reply(error_response(http_status(y.status()), y.status().message()));
+    reply(HttpResponse{200, predict_response(*y, columnar)});
+  });
+}
+
+}  // namespace serve

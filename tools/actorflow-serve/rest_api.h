@@ -1,0 +1,50 @@
+// TensorFlow Serving's REST API over plain request/response values, so that routing and
+// the handlers know nothing of the HTTP library:
+//   GET  /v1/models/NAME[/versions/N]            version statuses
+//   GET  /v1/models/NAME[/versions/N]/metadata   the signature
+//   POST /v1/models/NAME[/versions/N]:predict    row or columnar predict
+//   GET  /metrics                                 Prometheus text
+// Errors are {"error": "..."} with TF Serving's codes (400, 404, 405, 503).
+#pragma once
+#include <functional>
+#include <string>
+
+#include "batcher.h"
+#include "metrics.h"
+#include "model_manager.h"
+
+namespace serve {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+HttpResponse error_response(int status, const std::string& message);
+
+class RestApi {
+ public:
+  using Reply = std::function<void(HttpResponse)>;
+  RestApi(ModelManager& models, Batcher& batcher, Metrics& metrics) : models_(models), batcher_(batcher), metrics_(metrics) {}
+
+  // Calls `reply` exactly once: at once, or from a batcher thread once a predict is done.
+  void handle(const HttpRequest& req, Reply reply);
+
+ private:
+  HttpResponse model_status(int64_t version) const;
+  HttpResponse metadata(int64_t version) const;
+  void predict(int64_t version, const std::string& body, Reply reply);
+
+  ModelManager& models_;
+  Batcher& batcher_;
+  Metrics& metrics_;
+};
+
+}  // namespace serve
