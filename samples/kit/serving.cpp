@@ -117,8 +117,8 @@ af::Result<af::Tensor> ServedModel::predict(const af::Tensor& x) {
   return all;
 }
 
-af::Result<af::Tensor> predict_with_export(const std::string& dir, const af::Tensor& x) {
-  AF_ASSIGN_OR_RETURN(ServedModel served, ServedModel::load(dir));
+af::Result<af::Tensor> predict_with_export(const std::string& dir, const af::Tensor& x, af::SessionOptions options) {
+  AF_ASSIGN_OR_RETURN(ServedModel served, ServedModel::load(dir, options));
   return served.predict(x);
 }
 

@@ -35,7 +35,8 @@ class ServedModel {
 };
 
 // Loads an exported model and predicts every row of x (f32 [N, F]).
-actorflow::Result<actorflow::Tensor> predict_with_export(const std::string& dir, const actorflow::Tensor& x);
+actorflow::Result<actorflow::Tensor> predict_with_export(const std::string& dir, const actorflow::Tensor& x,
+                                                         actorflow::SessionOptions options = {});
 
 // "idx" when the file (gunzipped) starts with IDX's magic bytes: 0, 0, an element type
 // (0x08, 0x09, 0x0B-0x0E) and a rank from 1 to 4; "csv" otherwise.

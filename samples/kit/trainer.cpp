@@ -205,7 +205,9 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
       std::cerr << x.status().to_string() << "\n";
       return 1;
     }
-    auto pred = predict_with_export(export_dir, *x);
+    af::SessionOptions opts;
+    opts.intra_op_threads = f.threads;
+    auto pred = predict_with_export(export_dir, *x, opts);
     if (!pred.ok()) {
       std::cerr << pred.status().to_string() << "\n";
       return 1;
