@@ -6,6 +6,7 @@
 #include "actorflow/op_registry.h"
 
 #include "actor_count_internal.h"
+#include "graph_passes.h"
 #include "node_actor.h"
 
 namespace actorflow::runtime {
@@ -21,7 +22,8 @@ class ActorExecutor final : public Executor {
   explicit ActorExecutor(std::shared_ptr<ExecutorShared> shared) : shared_(std::move(shared)) {}
   ~ActorExecutor() override { shutdown(); }
 
-  Status build(const Graph& g, const StepPlan& plan) {
+  Status build(const OptimizedPlan& optimized) {
+    const StepPlan& plan = optimized.plan();
     auto& nodes = shared_->nodes;
     nodes.resize(plan.nodes.size());
     std::map<int, int> index;  // node id -> actor index
@@ -35,7 +37,7 @@ class ActorExecutor final : public Executor {
     };
 
     for (size_t i = 0; i < plan.nodes.size(); ++i) {
-      const Node& n = g.node(plan.nodes[i]);
+      const Node& n = optimized.node(plan.nodes[i]);
       NodeRuntime& rt = nodes[i];
       rt.node = &n;
       AF_ASSIGN_OR_RETURN(KernelCache::Entry k, env.kernels->get(n));
@@ -54,7 +56,7 @@ class ActorExecutor final : public Executor {
           ++rt.dynamic_slots;
           continue;
         }
-        const Node& p = g.node(e.node);
+        const Node& p = optimized.node(e.node);
         if (p.op == "Const") {
           // Constants are bound once at prepare time instead of travelling every step.
           rt.bound[static_cast<size_t>(j)] = *p.attr_tensor("value");
@@ -207,23 +209,25 @@ class ActorExecutor final : public Executor {
 
 Result<KernelCache::Entry> KernelCache::get(const Node& node) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(node.id);
+  auto key = std::make_pair(node.id, node.op);
+  auto it = entries_.find(key);
   if (it != entries_.end()) return it->second;
   AF_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, KernelRegistry::global().create(node, DeviceType::CPU));
   Entry e;
   e.kernel = std::move(k);
   const OpDef* def = OpRegistry::global().find(node.op);
   if (def && def->stateful) e.mu = std::make_shared<std::mutex>();
-  entries_[node.id] = e;
+  entries_[key] = e;
   return e;
 }
 
-Result<std::unique_ptr<Executor>> make_actor_executor(const Graph& g, const StepPlan& plan, const ExecutorEnv& env) {
+Result<std::unique_ptr<Executor>> make_actor_executor(std::shared_ptr<const OptimizedPlan> plan, const ExecutorEnv& env) {
   auto shared = std::make_shared<ExecutorShared>();
   shared->env = env;
+  shared->plan = std::move(plan);
   shared->device_name = env.device ? "/cpu:" + std::to_string(env.device->id().index) : "/cpu:0";
   auto ex = std::make_unique<ActorExecutor>(shared);
-  AF_RETURN_IF_ERROR(ex->build(g, plan));
+  AF_RETURN_IF_ERROR(ex->build(*shared->plan));
   return std::unique_ptr<Executor>(std::move(ex));
 }
 

@@ -32,7 +32,9 @@ class KernelCache {
 
  private:
   std::mutex mu_;
-  std::map<int, Entry> entries_;
+  // By node id and op: a node constant-folded for one plan runs a Const kernel there and
+  // its own kernel in plans that feed its inputs.
+  std::map<std::pair<int, std::string>, Entry> entries_;
 };
 
 struct ExecutorEnv {
@@ -76,7 +78,10 @@ class Executor {
   std::atomic<int64_t> avg_step_ns_{0};
 };
 
-// Creates the kernels (errors name the node) and spawns one actor per node.
-Result<std::unique_ptr<Executor>> make_actor_executor(const Graph& g, const StepPlan& plan, const ExecutorEnv& env);
+class OptimizedPlan;
+
+// Creates the kernels (errors name the node) and spawns one actor per node of the plan
+// (after its graph passes).
+Result<std::unique_ptr<Executor>> make_actor_executor(std::shared_ptr<const OptimizedPlan> plan, const ExecutorEnv& env);
 
 }  // namespace actorflow::runtime

@@ -9,6 +9,7 @@
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/session.h"
 #include "executor.h"
+#include "graph_passes.h"
 
 namespace actorflow::runtime {
 namespace {
@@ -126,7 +127,8 @@ class LocalSession final : public SessionImpl {
       if (it == index_.end()) {
         AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(graph_, req));
         AF_RETURN_IF_ERROR(check_kernels(graph_, DeviceType::CPU, plan.nodes));
-        AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(graph_, plan, env_));
+        AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(graph_, std::move(plan), opts_.optimizer));
+        AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(std::move(optimized), env_));
         lru_.push_front(Cached{key, std::shared_ptr<Executor>(std::move(made))});
         index_[key] = lru_.begin();
         evict_idle(retired);

@@ -66,6 +66,7 @@ struct NodeRuntime {
 
 struct ExecutorShared {
   ExecutorEnv env;
+  std::shared_ptr<const OptimizedPlan> plan;  // owns the rewritten nodes NodeRuntime points at
   std::vector<NodeRuntime> nodes;
   std::vector<caf::actor> actors;
   std::string device_name;

@@ -1,0 +1,45 @@
+// Plan-time graph optimization, as TensorFlow's Grappler: run once when a kind of step is
+// prepared, on the plan's nodes only, never on the user's Graph. Rewritten nodes are
+// copies owned by the result; untouched nodes are the graph's own.
+#pragma once
+#include <map>
+#include <memory>
+
+#include "actorflow/runtime/step_plan.h"
+
+namespace actorflow::runtime {
+
+struct PassStats {
+  int folded = 0;        // nodes replaced by their value (constant folding)
+  int deduplicated = 0;  // nodes merged into an identical earlier node (CSE)
+  int pruned = 0;        // nodes no fetch or target needs any more
+};
+
+// The nodes one executor runs.
+class OptimizedPlan {
+ public:
+  OptimizedPlan(const Graph& g, StepPlan plan) : graph_(&g), plan_(std::move(plan)) {}
+  const StepPlan& plan() const { return plan_; }
+  StepPlan& mutable_plan() { return plan_; }
+  // The node as the executor runs it: a rewritten copy, or the graph's node.
+  const Node& node(int id) const {
+    auto it = rewritten_.find(id);
+    return it != rewritten_.end() ? *it->second : graph_->node(id);
+  }
+  // A private copy of node `id` to rewrite (made on first use).
+  Node& rewrite(int id);
+  const PassStats& stats() const { return stats_; }
+  PassStats& mutable_stats() { return stats_; }
+
+ private:
+  const Graph* graph_;
+  StepPlan plan_;
+  std::map<int, std::unique_ptr<Node>> rewritten_;
+  PassStats stats_;
+};
+
+// Folds nodes whose inputs are all constants into Const nodes (evaluating their CPU
+// kernels now), merges identical stateless nodes, then drops nodes nothing needs.
+Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan plan, const GraphOptimizerOptions& opts);
+
+}  // namespace actorflow::runtime
