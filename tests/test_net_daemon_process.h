@@ -40,8 +40,15 @@ class DaemonProcess {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<std::string> env_strings;
-    for (char** e = environ; *e; ++e)
-      if (std::string(*e).rfind("ACTORFLOW_TOKEN", 0) != 0) env_strings.push_back(*e);
+    // Not the token, nor a launcher's variables (a test run under Slurm must not make the
+    // daemon a task of that job): the test says who the daemon is.
+    for (char** e = environ; *e; ++e) {
+      std::string v = *e;
+      bool skip = false;
+      for (const char* prefix : {"ACTORFLOW_TOKEN", "TF_CONFIG=", "SLURM_", "OMPI_"})
+        if (v.rfind(prefix, 0) == 0) skip = true;
+      if (!skip) env_strings.push_back(v);
+    }
     if (!token.empty()) env_strings.push_back("ACTORFLOW_TOKEN=" + token);
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
@@ -74,6 +81,11 @@ class DaemonProcess {
 
   bool started() const { return pid_ > 0 && port_ > 0; }
   int port() const { return port_; }
+  // The exit code once the process has ended by itself (-1 while it runs or if killed).
+  int exit_code() {
+    if (running()) return -1;
+    return WIFEXITED(exit_status_) ? WEXITSTATUS(exit_status_) : -1;
+  }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string target() const { return "af://" + address(); }
 

@@ -324,3 +324,27 @@ TEST_CASE("16 MiB each way through a daemon") {
   REQUIRE_MESSAGE(got.ok(), got.status().to_string());
   CHECK((*got)[0].equals(af::Tensor::filled(af::f32, {4 << 20}, 3.0)));
 }
+
+TEST_CASE("the daemon takes its task from the cluster flags; a bad cluster spec is refused, naming the flag") {
+  REQUIRE(aftnet::daemon_built());
+  DaemonProcess d(kToken, 0, {"--ps_hosts", "127.0.0.1:1", "--worker_hosts", "127.0.0.1:2", "--job_name", "ps"});
+  REQUIRE_MESSAGE(d.started(), d.log());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  auto a = af::placeholder(g, af::f32, {-1, -1}, "a");
+  auto c = af::matmul(a, a, false, false, "square");
+  auto sess = af::Session::create(g, d.target());
+  REQUIRE(sess.ok());
+  auto r = sess->run({c}, {{a, af::Tensor::filled(af::f32, {2, 3}, 1)}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(contains(r.status().message(), "/job:ps/task:0"));
+  CHECK(contains(r.status().message(), "square"));
+
+  DaemonProcess bad(kToken, 0, {"--ps_hosts", "127.0.0.1:1", "--job_name", "ps", "--task_index", "5"});
+  CHECK_FALSE(bad.started());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (bad.exit_code() < 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(bad.exit_code() == 2);
+  CHECK(contains(bad.log(), "--task_index 5"));
+}

@@ -3,9 +3,12 @@
 //
 //   ACTORFLOW_TOKEN=s3cret build/tools/actorflow-node --host 127.0.0.1 --port 2222
 //
+// Its task comes from the cluster (--ps_hosts/--worker_hosts/--job_name/--task_index,
+// --cluster_spec, TF_CONFIG, Slurm or Open MPI: net/README.md), else /job:worker/task:0.
 // Prints "LISTENING host:port" once it accepts connections (with --port 0, the port the
 // OS chose; --port_file also writes it to a file). SIGTERM or SIGINT drains the steps in
 // flight, closes the connections and exits 0.
+#include <actorflow/net/cluster_sources.h>
 #include <actorflow/net/daemon.h>
 
 #include <CLI/CLI.hpp>
@@ -23,13 +26,22 @@ int main(int argc, char** argv) {
   std::string host;
   int port = 2222;
   std::string port_file;
-  std::string job_name = "worker";
-  int task_index = 0;
+  afn::ClusterOptions cluster;
   app.add_option("--host", host, "address to listen on (default 0.0.0.0; 127.0.0.1 with --insecure)");
-  app.add_option("--port", port, "port to listen on; 0 = any free port")->check(CLI::Range(0, 65535))->capture_default_str();
+  app.add_option("--port", port, "port to listen on; 0 = any free port (default: this task's port in the cluster, else 2222)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--port_file", port_file, "write the port listened on to this file");
-  app.add_option("--job_name", job_name, "this task's job, for log lines and errors")->capture_default_str();
-  app.add_option("--task_index", task_index, "this task's index in its job")->check(CLI::NonNegativeNumber)->capture_default_str();
+  // Who this task is: the first cluster source present (cluster_sources.h) names it; without
+  // one, --job_name/--task_index alone (default /job:worker/task:0).
+  app.add_option("--ps_hosts", cluster.flags.ps_hosts, "the cluster's ps tasks, host:port,...");
+  app.add_option("--worker_hosts", cluster.flags.worker_hosts, "the cluster's worker tasks, host:port,...");
+  app.add_option("--chief_hosts", cluster.flags.chief_hosts, "the cluster's chief task, host:port");
+  app.add_option("--job_name", cluster.flags.job_name, "this task's job (ps, worker, chief, ...)");
+  app.add_option("--task_index", cluster.flags.task_index, "this task's index in its job")->capture_default_str();
+  app.add_option("--cluster_spec", cluster.cluster_spec_file, "the cluster as TF's JSON (or the TF_CONFIG form)");
+  app.add_option("--base_port", cluster.launcher.base_port, "Slurm / Open MPI: port of a node's first task")->capture_default_str();
+  app.add_option("--num_ps", cluster.launcher.num_ps, "Slurm / Open MPI: how many of the first ranks are ps tasks")->capture_default_str();
+  app.add_option("--mpi_hosts", cluster.launcher.mpi_hosts, "Open MPI: the hosts, e.g. n[1-4]");
   app.add_option("--token_file", opts.token_file, "file holding the cluster token (else ACTORFLOW_TOKEN, ACTORFLOW_TOKEN_FILE)");
   app.add_flag("--insecure", opts.insecure, "no cluster token; listen on loopback only (tests on one machine)");
   app.add_option("--max_message_bytes", opts.max_message_bytes, "largest frame accepted from an authenticated peer")
@@ -39,9 +51,27 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  auto spec = afn::resolve_cluster(cluster);
+  if (spec.ok()) {
+    opts.task = spec->self().to_string();
+    auto self = spec->self_address();
+    // Listen on every interface at our port: the spec's name for this host need not be
+    // one it can bind.
+    if (self.ok() && app.count("--port") == 0) port = self->port;
+  } else if (spec.status().code() == actorflow::Code::not_found) {
+    std::string job = cluster.flags.job_name.empty() ? "worker" : cluster.flags.job_name;
+    auto task = afn::TaskName::parse("/job:" + job + "/task:" + cluster.flags.task_index);
+    if (!task.ok()) {
+      std::cerr << "actorflow-node: --job_name/--task_index: " << task.status().to_string() << "\n";
+      return 2;
+    }
+    opts.task = task->to_string();
+  } else {
+    std::cerr << "actorflow-node: " << spec.status().to_string() << "\n";
+    return 2;
+  }
   opts.host = !host.empty() ? host : (opts.insecure ? "127.0.0.1" : "0.0.0.0");
   opts.port = static_cast<uint16_t>(port);
-  opts.task = "/job:" + job_name + "/task:" + std::to_string(task_index);
 
   // Block the stop signals in every thread; this one waits for them below.
   sigset_t stop_signals;
