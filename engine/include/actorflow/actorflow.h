@@ -1,14 +1,19 @@
 // ActorFlow's public API in one include: tensors, graph building (the DSL, autodiff,
 // layers, losses, metrics, optimizers), sessions, checkpoints, summaries, the data
-// readers and input pipelines, and what CUDA this build offers.
+// readers and input pipelines, what CUDA this build offers, and the network layer's
+// cluster specs and node daemon.
 //
-// The data headers live with the runtime (actors/include) and the CUDA query with the
-// ops (ops/include); all three folders are one include directory in an installed tree.
+// The data headers live with the runtime (actors/include), the CUDA query with the ops
+// (ops/include) and the cluster headers with the network layer (net/include); all are
+// one include directory in an installed tree.
 #pragma once
 #include "actorflow/data/dataset.h"
 #include "actorflow/data/readers.h"
 #include "actorflow/device.h"
 #include "actorflow/dsl.h"
+#include "actorflow/net/cluster_sources.h"
+#include "actorflow/net/cluster_spec.h"
+#include "actorflow/net/daemon.h"
 #include "actorflow/ops/cuda_info.h"
 #include "actorflow/saver.h"
 #include "actorflow/session.h"
