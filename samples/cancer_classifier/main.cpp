@@ -38,7 +38,10 @@ int main(int argc, char** argv) {
   m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
   m.y = af::placeholder(g, af::i64, {-1}, "y");
   m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
-  af::Output h = f.model == "dnn" ? kit::mlp_layers(m.x, f, m.training) : m.x;
+  // x takes raw features; the training split's statistics are constants of the graph, so
+  // that the export standardizes what inference feeds just as training did.
+  af::Output xs = kit::standardize(m.x, data->standardization);
+  af::Output h = f.model == "dnn" ? kit::mlp_layers(xs, f, m.training) : xs;
   auto logit = af::reshape(L::dense(h, 1, {}, "logit"), {-1});
   auto labels = af::cast(m.y, af::f32);
   m.loss = af::mean(af::sigmoid_cross_entropy_with_logits(logit, labels));

@@ -71,7 +71,9 @@ af::Result<Split> load_breast_cancer(const std::string& csv, uint64_t seed, doub
     std::copy_n(d.features.data<float>() + r * f, f, x.data<float>() + k * f);
     y.data<int64_t>()[k] = d.labels.data<int64_t>()[r];
   }
-  // Standardize with the training split's statistics only.
+  // Statistics of the training split only; the test split is held out of them.
+  s.standardization.mean = af::Tensor(af::f32, {f});
+  s.standardization.stddev = af::Tensor(af::f32, {f});
   for (int64_t c = 0; c < f; ++c) {
     double mean = 0, sq = 0;
     for (int64_t i = 0; i < n_train; ++i) mean += s.x_train.data<float>()[i * f + c];
@@ -81,14 +83,17 @@ af::Result<Split> load_breast_cancer(const std::string& csv, uint64_t seed, doub
       sq += dlt * dlt;
     }
     double sd = std::sqrt(sq / static_cast<double>(n_train));
-    if (sd < 1e-12) sd = 1;
-    for (af::Tensor* x : {&s.x_train, &s.x_test})
-      for (int64_t i = 0; i < x->dim(0); ++i) {
-        float& v = x->data<float>()[i * f + c];
-        v = static_cast<float>((v - mean) / sd);
-      }
+    if (sd < 1e-12) sd = 1;  // a constant feature: centred, not blown up
+    s.standardization.mean.data<float>()[c] = static_cast<float>(mean);
+    s.standardization.stddev.data<float>()[c] = static_cast<float>(sd);
   }
   return s;
+}
+
+af::Output standardize(const af::Output& x, const Standardization& s) {
+  af::Graph& g = *x.graph();
+  af::NameScope scope(g, "standardize");
+  return (x - af::constant(g, s.mean, "mean")) / af::constant(g, s.stddev, "stddev");
 }
 
 }  // namespace kit

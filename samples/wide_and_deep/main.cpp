@@ -3,7 +3,8 @@
 // the dense features (trained with --optimizer, Adagrad by default), joined into one
 // logistic output.
 //   wide_and_deep --epoch_number 20
-// Bucket boundaries are training-set quantiles; bucketizing and crossing run in the graph.
+// Bucket boundaries are training-set quantiles of the raw features; bucketizing, crossing
+// and the deep part's standardization run in the graph, so the export takes raw features.
 #include <actorflow/actorflow.h>
 
 #include <algorithm>
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
     af::VariableScope s(g, "deep");  // names the layers' variables "deep/..." too
     auto emb = af::variable(g, af::truncated_normal(g, {nf * kBuckets, 4}, 0, 0.1, f.seed), "embeddings");
     auto e = af::reshape(af::embedding_lookup(emb, ids), {-1, nf * 4});
-    af::Output h = af::concat({e, m.x}, 1);
+    af::Output h = af::concat({e, kit::standardize(m.x, data->standardization)}, 1);
     h = kit::mlp_layers(h, f, m.training);
     deep_logit = af::reshape(L::dense(h, 1, {}, "out"), {-1});
   }
