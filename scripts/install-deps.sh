@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config git
-  libcaf-dev libasio-dev libeigen3-dev capnproto libcapnp-dev doctest-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libssl-dev libdnnl-dev
+  libcaf-dev libasio-dev libeigen3-dev capnproto libcapnp-dev doctest-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libssl-dev libdnnl-dev libboost-dev
   dataset-fashion-mnist python3-sklearn
   python3 python3-venv
 )
