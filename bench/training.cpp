@@ -7,10 +7,13 @@
 #include <actorflow/data/dataset.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "harness/bench.h"
 #include "models.h"
@@ -84,6 +87,7 @@ bench::Prepared mlp(const bench::Params& p) {
     af::Output x, y, loss;
     af::Operation train;
     std::unique_ptr<af::Session> sess;
+    af::Callable step;
     std::vector<af::Tensor> bx, by;
     size_t next = 0;
   };
@@ -102,17 +106,24 @@ bench::Prepared mlp(const bench::Params& p) {
   o.intra_op_threads = bench::threads();
   f->sess = std::make_unique<af::Session>(af::Session::create(f->g, o).value());
   bench::check(f->sess->run_init().ok(), "init");
+  // Every side fetches the loss of each step, as a training loop that logs it does.
+  f->step = bench::must(f->sess->make_callable({f->loss}, {f->x, f->y}, {f->train}), "make_callable");
   batches(*data, kBatch, &f->bx, &f->by);
   bench::Prepared prep;
-  prep.sides.push_back({"ours", "ActorFlow local session, intra_op_threads=" + std::to_string(bench::threads()),
+  prep.sides.push_back({"ours",
+                        "ActorFlow local session, intra_op_threads=" + std::to_string(bench::threads()) +
+                            ", Session::make_callable step, loss fetched every step",
                         [f, steps] {
+                          af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
                           auto t0 = bench::Clock::now();
                           for (int s = 0; s < steps; ++s) {
                             size_t i = f->next++ % f->bx.size();
-                            auto out = f->sess->run({}, {{f->x, f->bx[i]}, {f->y, f->by[i]}}, {f->train});
+                            out = f->step({f->bx[i], f->by[i]});
                             bench::check(out.ok(), "mlp step");
                           }
-                          return bench::seconds_since(t0) * kStepsPerEpoch / steps;
+                          double sec = bench::seconds_since(t0);
+                          bench::check(std::isfinite((*out)[0].item<float>()), "mlp loss");
+                          return sec * kStepsPerEpoch / steps;
                         }});
 #ifdef AF_HAVE_TORCH
   peers::torch_set_threads(bench::threads());
@@ -140,6 +151,7 @@ bench::Prepared cnn(const bench::Params& p) {
     af::Output x, y, training, loss;
     af::Operation train;
     std::unique_ptr<af::Session> sess;
+    af::Callable step;
     std::vector<af::Tensor> bx, by;
     af::Tensor yes = af::Tensor::scalar(true);
     size_t next = 0;
@@ -160,17 +172,17 @@ bench::Prepared cnn(const bench::Params& p) {
   o.intra_op_threads = bench::threads();
   f->sess = std::make_unique<af::Session>(af::Session::create(f->g, o).value());
   bench::check(f->sess->run_init().ok(), "init");
+  f->step = bench::must(f->sess->make_callable({f->loss}, {f->x, f->y, f->training}, {f->train}), "make_callable");
   batches(*data, kCnnBatch, &f->bx, &f->by);
   bench::Prepared prep;
   prep.sides.push_back({"ours", "ActorFlow local session, intra_op_threads=" + std::to_string(bench::threads()) +
-                                    ", NHWC, training fed true, loss fetched every step",
+                                    ", NHWC, training fed true, Session::make_callable step, loss fetched every step",
                         [f, steps] {
                           af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
                           auto t0 = bench::Clock::now();
                           for (int s = 0; s < steps; ++s) {
                             size_t i = f->next++ % f->bx.size();
-                            out = f->sess->run({f->loss}, {{f->x, f->bx[i]}, {f->y, f->by[i]}, {f->training, f->yes}},
-                                               {f->train});
+                            out = f->step({f->bx[i], f->by[i], f->yes});
                             bench::check(out.ok(), "cnn step");
                           }
                           double sec = bench::seconds_since(t0);
@@ -182,6 +194,59 @@ bench::Prepared cnn(const bench::Params& p) {
   auto [xs, ys] = batch_pointers(f->bx, f->by);
   auto t = peers::torch_cnn_training(xs, ys, kCnnBatch, steps, libtorch_blas_threads());
   prep.sides.push_back({"libtorch", t.threads, [t, steps] { return t.sample() * 100 / steps; }});
+#endif
+  return prep;
+}
+
+// ---- peak_rss: one MLP epoch in a fresh process per side, its VmHWM read at the end ----
+
+// Trains the MLP for one epoch (938 steps) on `side` ("ours" or "libtorch") in this
+// process and prints its peak RSS in KiB: the child of the peak_rss case. Both sides load
+// the data set the same way (kit::load_fashion_mnist, 188 MB of f32 pixels), so the
+// difference is the framework's own memory.
+int peak_rss_child(const std::string& side) {
+  bench::Params p{{{"steps", kStepsPerEpoch}}, {}};
+  if (side == "ours") {
+    auto prep = mlp(p);
+    prep.sides.resize(1);  // drop the libtorch side before it is used
+    prep.sides[0].sample();
+  } else if (side == "libtorch") {
+#ifdef AF_HAVE_TORCH
+    auto data = load();
+    std::vector<af::Tensor> bx, by;
+    batches(*data, kBatch, &bx, &by);
+    peers::torch_set_threads(bench::threads());
+    auto [xs, ys] = batch_pointers(bx, by);
+    peers::torch_mlp_training(xs, ys, kBatch, static_cast<int>(kStepsPerEpoch)).sample();
+#else
+    return 2;
+#endif
+  } else {
+    return 2;
+  }
+  std::printf("%ld\n", peak_rss_kib());
+  return 0;
+}
+
+// Runs this program as `--peak-rss-child <side>` and returns the child's peak RSS in MiB.
+double child_peak_rss_mib(const std::string& side) {
+  std::string cmd = "'" + std::filesystem::read_symlink("/proc/self/exe").string() + "' --peak-rss-child " + side;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  bench::check(pipe != nullptr, "peak_rss: cannot start " + cmd);
+  long kib = -1;
+  int got = std::fscanf(pipe, "%ld", &kib);
+  int rc = pclose(pipe);
+  bench::check(got == 1 && rc == 0 && kib > 0, "peak_rss: " + cmd + " failed (exit " + std::to_string(rc) + ")");
+  return static_cast<double>(kib) / 1024.0;
+}
+
+bench::Prepared peak_rss(const bench::Params&) {
+  bench::Prepared prep;
+  prep.sides.push_back({"ours", "a fresh process: ActorFlow MLP epoch as mlp_training, VmHWM at exit",
+                        [] { return child_peak_rss_mib("ours"); }});
+#ifdef AF_HAVE_TORCH
+  prep.sides.push_back({"libtorch", "a fresh process: libtorch MLP epoch as mlp_training, VmHWM at exit",
+                        [] { return child_peak_rss_mib("libtorch"); }});
 #endif
   return prep;
 }
@@ -236,6 +301,16 @@ BENCH_CASE(bench::Case{.name = "cnn_training",
                        },
                        .prepare = cnn});
 
+BENCH_CASE(bench::Case{.name = "peak_rss",
+                       .unit = "MiB",
+                       .higher_is_better = false,
+                       .work = "peak RSS (VmHWM) of a process that loads Fashion-MNIST and trains the MLP for one epoch",
+                       // A peak is a peak: 3 pairs, no warm-up (driver.py reads these two).
+                       .params = [](bool) { return bench::Params{{{"pairs", 3}, {"warmup", 0}}, {{"kind", "peak_rss"}}}; },
+                       .prepare = peak_rss,
+                       .skip_in_quick = true,
+                       .note = "goal: ours <= 0.5x libtorch's; each sample is a whole epoch in a new process"});
+
 BENCH_CASE(bench::Case{.name = "input_pipeline",
                        .unit = "ex/s",
                        .higher_is_better = true,
@@ -245,6 +320,7 @@ BENCH_CASE(bench::Case{.name = "input_pipeline",
                        .note = "must be >= 10x the examples/s the MLP consumes (60000 / mlp_training seconds)"});
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--peak-rss-child") return peak_rss_child(argv[2]);
   int rc = bench::main(argc, argv);
   std::printf("#   note: process peak RSS %ld MiB (ours and libtorch in one process)\n", peak_rss_kib() / 1024);
   return rc;

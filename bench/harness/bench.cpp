@@ -55,14 +55,26 @@ struct Options {
   std::vector<std::string> cases;
 };
 
+// A case may set its own "pairs" / "warmup" in its params (e.g. peak_rss, whose samples
+// are whole processes); the command line overrides them.
+int case_param(const Case& c, const Options& o, const char* key, int otherwise) {
+  Params p = c.params(o.quick);
+  auto it = p.ints.find(key);
+  return it == p.ints.end() ? otherwise : static_cast<int>(it->second);
+}
+
 int default_pairs(const Case& c, const Options& o) {
   if (o.pairs > 0) return o.pairs;
+  int own = case_param(c, o, "pairs", 0);
+  if (own > 0) return own;
   if (o.quick) return 5;
   return c.name.rfind("matmul_4096", 0) == 0 ? 5 : 11;
 }
 
 int default_warmup(const Case& c, const Options& o) {
   if (o.warmup >= 0) return o.warmup;
+  int own = case_param(c, o, "warmup", -1);
+  if (own >= 0) return own;
   return c.name.rfind("matmul_4096", 0) == 0 ? 1 : 2;
 }
 
@@ -155,6 +167,7 @@ int run_serve() {
                            {"work", c.work},
                            {"note", c.note},
                            {"skip_in_quick", c.skip_in_quick},
+                           {"internal", c.internal},
                            {"params", params_json(c.params(quick != 0))}});
         reply({{"ok", true}, {"cases", std::move(cases)}});
       } else if (cmd == "prepare") {

@@ -53,6 +53,9 @@ struct Case {
   std::function<Prepared(const Params&)> prepare;
   bool skip_in_quick = false;
   std::string note;            // printed with the case, e.g. a target figure
+  // Ours against ours (another way of running the same session): an internal ratio,
+  // reported apart from the peer comparisons; no Python peer is asked.
+  bool internal = false;
 };
 
 // Registers a case at static-initialization time: `static int x = bench::add(...)`.

@@ -25,7 +25,8 @@ TorchSide torch_one_op(int reps);
 // with `blas_threads` threads during the case (openblas_set_num_threads), then goes back
 // to what OPENBLAS_NUM_THREADS set.
 TorchSide torch_matmul(int64_t n, int reps, int blas_threads);
-// GB/s of a + b on two f32 tensors of `elements` (3 x 4 bytes moved per element).
+// GB/s of a + b on two f32 tensors of `elements` (3 x 4 bytes moved per element), written
+// by torch::add_out into one output reused across ops.
 TorchSide torch_add(int64_t elements, int reps);
 // GB/s of sum() over f32 `elements` (4 bytes read per element).
 TorchSide torch_sum(int64_t elements, int reps);

@@ -16,6 +16,8 @@ import statistics
 import subprocess
 import sys
 
+import readme_table
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -102,6 +104,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=-1)
     ap.add_argument("--python", default="", help="the bench venv's python ('' = no Python peers)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--readme", default="", help="bench/README.md: rewrite its results table with these rows")
+    ap.add_argument("--commit", default="?", help="the HEAD commit the programs were built from")
     ap.add_argument("cases", nargs="*")
     args = ap.parse_args()
     load_before = loadavg()
@@ -172,9 +176,13 @@ def main():
     results = []
     for c in cases:
         name, unit, w = c["name"], c["unit"], c["program"]
-        warmup = args.warmup if args.warmup >= 0 else (1 if name.startswith("matmul_4096") else 2)
-        pairs = args.pairs or (5 if args.quick or name.startswith("matmul_4096") else 11)
+        own = c.get("params", {})
+        warmup = args.warmup if args.warmup >= 0 else own.get(
+            "warmup", 1 if name.startswith("matmul_4096") else 2)
+        pairs = args.pairs or own.get("pairs") or (5 if args.quick or name.startswith("matmul_4096") else 11)
+        internal = bool(c.get("internal"))
         prepared = []  # (worker, side) of every peer
+        load_case = loadavg()
         try:
             r = w.ask("prepare %s %d" % (name, int(args.quick)))
             if not r.get("ok"):
@@ -184,7 +192,7 @@ def main():
             if c.get("note"):
                 print("#   note: %s" % c["note"])
             prepared += [(w, s) for s in r["sides"][1:]]
-            for p in py_peers:
+            for p in ([] if internal else py_peers):
                 pr = p.ask("prepare %s %s" % (name, json.dumps(c["params"], separators=(",", ":"))))
                 if pr.get("ok"):
                     prepared += [(p, s) for s in pr["sides"]]
@@ -203,7 +211,8 @@ def main():
                 ma, mb = statistics.median(a), statistics.median(b)
                 ratio = ma / mb
                 print("BENCH %s ours=%s%s peer=%s%s ratio=%s (%s)"
-                      % (name, fmt(ma), unit, fmt(mb), unit, fmt(ratio), side["name"]))
+                      % (name, fmt(ma), unit, fmt(mb), unit, fmt(ratio),
+                         ("internal: " if internal else "") + side["name"]))
                 print("#   %s: %s; samples min..max: ours %s..%s, peer %s..%s"
                       % (side["name"], side["threads"], fmt(min(a)), fmt(max(a)), fmt(min(b)), fmt(max(b))))
                 if unit == "GFLOP/s" and peak > 0:
@@ -215,7 +224,8 @@ def main():
                        "peer_name": side["name"], "timestamp": stamp,
                        "higher_is_better": c["higher_is_better"], "ours_speedup": faster,
                        "work": c["work"], "ours_threads": ours["threads"], "peer_threads": side["threads"],
-                       "ours_samples": a, "peer_samples": b, "pairs": pairs, "warmup_pairs": warmup}
+                       "ours_samples": a, "peer_samples": b, "pairs": pairs, "warmup_pairs": warmup,
+                       "internal": internal, "load_before": load_case}
                 if unit == "GFLOP/s" and peak > 0:
                     res["ours_peak_fraction"] = ma / peak
                     res["peer_peak_fraction"] = mb / peak
@@ -235,16 +245,16 @@ def main():
         x.close()
 
     print()
-    print("| case | peer | ours | peer | ratio ours/peer | ours is | ours / peer % of peak |")
-    print("|---|---|---:|---:|---:|---|---|")
+    print(readme_table.HEADER)
     for r in results:
-        s = r["ours_speedup"]
-        verdict = ("%.2fx faster" % s) if s >= 1 else ("%.2fx slower" % (1 / s))
-        frac = ""
-        if "ours_peak_fraction" in r:
-            frac = "%.0f%% / %.0f%%" % (100 * r["ours_peak_fraction"], 100 * r["peer_peak_fraction"])
-        print("| %s | %s | %s %s | %s %s | %s | %s | %s |" % (r["case"], r["peer_name"], fmt(r["ours"]), r["unit"],
-                                                         fmt(r["peer"]), r["unit"], fmt(r["ratio"]), verdict, frac))
+        if not r["internal"]:
+            print(readme_table.row(r, fmt, args.commit))
+    internal_rows = [r for r in results if r["internal"]]
+    if internal_rows:
+        print()
+        print(readme_table.INTERNAL_HEADER)
+        for r in internal_rows:
+            print(readme_table.internal_row(r, fmt, args.commit))
     print()
     print("# load average after: %s (2 cores: above ~0.5 before the run means something else was running)" % load_after)
 
@@ -258,6 +268,9 @@ def main():
     with open(os.path.join(bench_dir, "history.jsonl"), "a") as f:
         f.write(json.dumps(doc) + "\n")
     print("# results: %s" % os.path.join(bench_dir, "results.json"))
+    if args.readme and results:
+        readme_table.update(args.readme, results, fmt, args.commit)
+        print("# table rows of %d case(s) written to %s" % (len({r["case"] for r in results}), args.readme))
     return 1 if failures else 0
 
 
