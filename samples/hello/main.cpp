@@ -3,9 +3,13 @@
 
 #include <iostream>
 
+#include "flags.h"
+
 namespace af = actorflow;
 
-int main() {
+int main(int argc, char** argv) {
+  // No options but --help: anything else is refused (exit 2), as the other samples do.
+  kit::parse_simple_flags(argc, argv, "hello", {});
   af::Graph g;
   auto hello = af::constant(g, "Hello, ActorFlow!", "hello");
   auto a = af::constant(g, 10, "a");
