@@ -178,3 +178,55 @@ TEST_CASE("1,000 garbage, truncated and oversized frames: the daemon survives, o
   CHECK(log.find("closed before authentication") != std::string::npos);
   CHECK(log.find("over the limit") != std::string::npos);
 }
+
+TEST_CASE("a client that falls silent is dropped after --idle_timeout_ms and its graph freed; a busy one is not") {
+  REQUIRE(aftnet::daemon_built());
+  aftnet::DaemonProcess d(kToken, 0, {"--idle_timeout_ms", "2000"});
+  REQUIRE_MESSAGE(d.started(), d.log());
+  // A raw client: authenticates, registers a graph, then sends nothing, not even heartbeats.
+  Socket s(d.port());
+  REQUIRE(authenticate(s, kToken));
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {-1}, "x");
+  (void)(x * 2.0);
+  REQUIRE(s.write_all(an::encode_message(an::RegisterGraphMsg{1, g.serialize(), 0})));
+  an::FrameReader reader(1 << 20);
+  af::Result<an::Message> reply = af::internal_error("none");
+  for (int i = 0; i < 5; ++i) {  // heartbeats may come first
+    reply = s.read_message(reader);
+    if (!reply.ok() || std::holds_alternative<an::RegisteredMsg>(*reply)) break;
+  }
+  REQUIRE(reply.ok());
+  REQUIRE(std::holds_alternative<an::RegisteredMsg>(*reply));
+  CHECK(std::get<an::RegisteredMsg>(*reply).status.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(6)) {
+    auto m = s.read_message(reader);  // heartbeats, until the daemon hangs up
+    if (!m.ok() && m.status().message() == "eof") closed = true;
+  }
+  CHECK(closed);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(1500));
+  // The log line comes from the daemon's worker pool, just after the close.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (d.log().find("freed 1 graph(s)") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(d.log().find("freed 1 graph(s)") != std::string::npos);
+  CHECK(d.log().find("no heartbeat") != std::string::npos);
+
+  // A session whose step outlasts the idle timeout stays connected: its heartbeats go on.
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph slow;
+  auto m = af::placeholder(slow, af::f32, {512, 512}, "m");
+  af::Output y = m;
+  for (int i = 0; i < 400; ++i) y = af::matmul(y, m) * (1.0 / 256);
+  auto sess = af::Session::create(slow, d.target());
+  REQUIRE(sess.ok());
+  auto t1 = std::chrono::steady_clock::now();
+  auto out = sess->run({y}, {{m, af::Tensor::filled(af::f32, {512, 512}, 0.5)}});
+  auto took = std::chrono::steady_clock::now() - t1;
+  REQUIRE_MESSAGE(out.ok(), out.status().to_string());
+  INFO("the step took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  auto again = sess->run({y}, {{m, af::Tensor::filled(af::f32, {512, 512}, 0.5)}});
+  CHECK(again.ok());
+}

@@ -214,6 +214,12 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
     return invalid_argument("--insecure listens on loopback only, not on '" + options.host +
                             "': use --host 127.0.0.1, or set a cluster token (ACTORFLOW_TOKEN) instead");
   if (options.worker_threads < 1) return invalid_argument("worker_threads must be at least 1");
+  if (options.heartbeat_ms < 1) return invalid_argument("heartbeat_ms must be at least 1");
+  // Clients send a heartbeat every second when idle (ConnectionOptions): a shorter idle
+  // timeout would drop live clients.
+  if (options.idle_timeout_ms < 2 * ConnectionOptions{}.heartbeat_ms)
+    return invalid_argument("--idle_timeout_ms must be at least " + std::to_string(2 * ConnectionOptions{}.heartbeat_ms) +
+                            " (twice the clients' heartbeat interval)");
   if (options.max_message_bytes < kMaxPreAuthFrameBytes)
     return invalid_argument("--max_message_bytes must be at least " + std::to_string(kMaxPreAuthFrameBytes));
   impl->opts = std::move(options);

@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--worker_threads", opts.worker_threads, "threads running steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--drain_timeout_ms", opts.drain_timeout_ms, "how long SIGTERM waits for steps in flight")
       ->capture_default_str();
+  app.add_option("--idle_timeout_ms", opts.idle_timeout_ms,
+                 "drop a peer silent this long (clients send a heartbeat every second), freeing its graphs")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto spec = afn::resolve_cluster(cluster);

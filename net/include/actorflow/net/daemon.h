@@ -31,6 +31,8 @@ struct DaemonOptions {
   uint64_t max_message_bytes = uint64_t{2} << 30;
   // Threads running steps; steps beyond this wait in a queue.
   int worker_threads = 8;
+  // A Heartbeat goes to every idle peer this often; a peer silent for idle_timeout_ms
+  // (at least 2000: clients beat every second) is dropped and its graphs freed.
   int heartbeat_ms = 1000;
   int idle_timeout_ms = 15000;
   // stop() waits this long for steps in flight before closing connections.
