@@ -16,7 +16,11 @@
 //
 // The kernels deal with empty tensors first, so the helpers only see non-empty input,
 // filter and output: every product of dims is then bounded by an allocation.
+//
+// The f32 forward runs on oneDNN when it is built in (cpu/onednn_conv.h), images sharded
+// over the pool; the im2col path stays for f64, the backprops and shapes oneDNN refuses.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 
@@ -24,6 +28,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "common/conv_geometry.h"
 #include "cpu/eigen_device.h"
+#include "cpu/onednn_conv.h"
 
 namespace actorflow {
 namespace {
@@ -263,6 +268,24 @@ void conv_backprop_input(OpKernelContext& ctx, const ConvShape& s, const T* w, c
   });
 }
 
+// The f32 forward through oneDNN (cpu/onednn_conv.h), images sharded over our pool, one
+// single-threaded primitive per shard. False when oneDNN is not chosen or refuses the
+// shape; the caller then runs the Eigen path, which overwrites all of y.
+bool conv_forward_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* w, float* y) {
+  if (!cpu::prefer_onednn_conv()) return false;
+  const int64_t bands = std::min<int64_t>(std::max(1, ctx.device()->num_threads()), s.n);
+  const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
+  std::atomic<bool> ok{true};
+  ctx.device()->parallel_for(bands, gemm_cost(s.rows() / bands + 1, s.kdim(), s.o), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = s.n * b / bands, n1 = s.n * (b + 1) / bands;
+      cpu::ConvDims d{n1 - n0, s.h, s.w, s.c, s.kh, s.kw, s.o, s.oh, s.ow, s.sh, s.sw, s.pad_t, s.pad_l};
+      if (!cpu::onednn_conv2d_f32(d, x + n0 * x_image, w, y + n0 * y_image)) ok = false;
+    }
+  });
+  return ok;
+}
+
 class Conv2DKernel : public ConvBase {
  public:
   using ConvBase::ConvBase;
@@ -276,8 +299,10 @@ class Conv2DKernel : public ConvBase {
     // Past this point every tensor is non-empty, so every product of dims is bounded
     // by an allocation; an empty input (C = 0) convolves to zeros.
     if (x.num_elements() == 0 || f.num_elements() == 0) return zero(y);
-    if (x.dtype() == DType::f32) conv_forward<float>(ctx, s, x.data<float>(), f.data<float>(), y.data<float>());
-    else conv_forward<double>(ctx, s, x.data<double>(), f.data<double>(), y.data<double>());
+    if (x.dtype() == DType::f32) {
+      if (!conv_forward_onednn(ctx, s, x.data<float>(), f.data<float>(), y.data<float>()))
+        conv_forward<float>(ctx, s, x.data<float>(), f.data<float>(), y.data<float>());
+    } else conv_forward<double>(ctx, s, x.data<double>(), f.data<double>(), y.data<double>());
   }
 };
 

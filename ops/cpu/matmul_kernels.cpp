@@ -1,15 +1,20 @@
-// CPU kernel of MatMul. Floating-point products go through Eigen's tensor contraction,
-// whose ThreadPoolDevice evaluator packs panels and shards them over the device's pool
+// CPU kernel of MatMul. f32 products go through oneDNN where it measured faster for the
+// shape class (cpu/onednn_matmul.h: prefer_onednn), with rows sharded over our pool;
+// the rest, and every f64 product, through Eigen's tensor contraction, whose
+// ThreadPoolDevice evaluator packs panels and shards them over the device's pool
 // (the same GEBP micro-kernels as Eigen's Matrix products, plus threading). Transposes
-// are expressed as contraction index pairs, so no operand is ever materialized
-// transposed. This is the only matmul translation unit that includes Eigen: keep it so.
+// are expressed as contraction index pairs (strides for oneDNN), so no operand is ever
+// materialized transposed. This is the only matmul translation unit that includes Eigen:
+// keep it so.
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 #include <vector>
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet code.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "cpu/eigen_device.h"
+#include "cpu/onednn_matmul.h"
 
 namespace actorflow {
 namespace {
@@ -62,10 +67,49 @@ void gemm_eigen(const Eigen::ThreadPoolDevice& dev, const Gemm& g, const T* a, c
 
 // One product: on the whole pool when `dev` has several threads (Eigen's cost model
 // still runs small ones inline), single-threaded when it has one.
+cpu::GemmShape gemm_shape(const Gemm& g) {
+  cpu::GemmShape s;
+  s.m = g.m;
+  s.n = g.n;
+  s.k = g.k;
+  s.ta = g.ta;
+  s.tb = g.tb;
+  return s;
+}
+
 template <typename T>
 void gemm_one(const Eigen::ThreadPoolDevice& dev, const Gemm& g, const T* a, const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>) {
+    // Single-threaded products only: the threaded oneDNN path shards rows (product()).
+    const cpu::GemmShape s = gemm_shape(g);
+    if (dev.numThreads() == 1 && cpu::prefer_onednn(s, 1) && cpu::onednn_gemm_f32(s, a, b, nullptr, false, c)) return;
+  }
   if constexpr (std::is_floating_point_v<T>) gemm_eigen(dev, g, a, b, c);
   else gemm_loops(g, a, b, c, 0, g.m);
+}
+
+// A large f32 product through oneDNN on every pool thread: oneDNN's own threads are an
+// OpenMP team we do not size with the pool, so each pool thread runs a single-threaded
+// primitive on its band of rows. A band of a is a row offset (or, transposed, a column
+// offset with a's stride kept). False when oneDNN is not chosen or fails.
+bool product_onednn_threaded(OpKernelContext& ctx, const Gemm& g, const float* a, const float* b, float* c) {
+  const int threads = ctx.device()->num_threads();
+  const cpu::GemmShape whole = gemm_shape(g);
+  if (!cpu::prefer_onednn(whole, threads)) return false;
+  const int64_t bands = std::min<int64_t>(threads, g.m);
+  std::atomic<bool> ok{true};
+  // Cost per band in ns (~32 multiply-adds per ns): large, so each band gets a thread.
+  ctx.device()->parallel_for(bands, g.macs() / 32 / bands + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t r0 = g.m * i / bands, r1 = g.m * (i + 1) / bands;
+      cpu::GemmShape s = whole;
+      s.m = r1 - r0;
+      s.lda = whole.a_stride();
+      const float* ai = g.ta ? a + r0 : a + r0 * g.k;
+      if (!cpu::onednn_gemm_f32(s, ai, b, nullptr, false, c + r0 * g.n)) ok = false;
+    }
+  });
+  return ok;
 }
 
 // Row-major strides of `dims` aligned to the right of a rank-`r` batch shape, 0 where a
@@ -203,10 +247,13 @@ class MatMulKernel : public OpKernel {
       // training step's products, m = 64: same time, twice the CPU) and waking a pool
       // thread costs ~100 us on our VMs; the runtime overlaps independent products on its
       // scheduler threads instead. 256^3 and up use the pool.
-      if (g.macs() < (int64_t{1} << 24)) {
+      if (g.macs() < (int64_t{1} << 24) || ctx.device()->num_threads() == 1) {
         Eigen::ThreadPoolDevice single(eigen_cpu(ctx).getPool(), 1);
         gemm_one<T>(single, g, a, b, c);
         return;
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (product_onednn_threaded(ctx, g, a, b, c)) return;
       }
       gemm_one<T>(eigen_cpu(ctx), g, a, b, c);
     } else {

@@ -1,0 +1,32 @@
+// f32 2-D convolution forward through oneDNN, beside the im2col + Eigen GEMM of
+// conv_kernels.cpp. Without oneDNN at configure time onednn_conv2d_f32 returns false and
+// the Eigen path runs.
+#pragma once
+#include <cstdint>
+
+namespace actorflow::cpu {
+
+// NHWC input [n,h,w,c], filter [kh,kw,c,o] (TF's layout), output [n,oh,ow,o]; stride
+// (sh,sw); pad_t/pad_l before the first row/column (TF's SAME/VALID rule, computed by the
+// caller), the rest implied by the output size.
+struct ConvDims {
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  int64_t kh = 0, kw = 0, o = 0;
+  int64_t oh = 0, ow = 0;
+  int64_t sh = 1, sw = 1, pad_t = 0, pad_l = 0;
+};
+
+// Which implementation Conv2D's f32 forward uses (tests and benchmarks force one).
+enum class ConvBackend { automatic, eigen, onednn };
+void set_conv_backend(ConvBackend b);
+ConvBackend conv_backend();
+// The automatic choice: oneDNN when it is built in (it measured faster on the CNN's
+// convolutions, bench/README.md), unless forced.
+bool prefer_onednn_conv();
+
+// y = conv(x, w) for images [0, d.n) of a batch (the caller shards images over its pool;
+// each call runs on the calling thread only, see onednn_matmul.h), through a primitive
+// cached per shape. False (y untouched) when oneDNN is not built in or rejects the shape.
+bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y);
+
+}  // namespace actorflow::cpu

@@ -1,0 +1,177 @@
+// oneDNN matmul primitives, cached per shape, and the per-shape-class choice between
+// oneDNN and Eigen for MatMul's f32 kernel. See onednn_matmul.h.
+#include "cpu/onednn_matmul.h"
+
+#include <atomic>
+
+#ifdef AF_HAVE_ONEDNN
+#include <omp.h>
+
+#include <cstring>
+#include <dnnl.hpp>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+#endif
+
+namespace actorflow::cpu {
+namespace {
+
+std::atomic<MatmulBackend> g_backend{MatmulBackend::automatic};
+
+// Where oneDNN measured faster than Eigen, one thread each (Zen 4 VM, 2026-11-30 23:25
+// UTC, load ~2 from another compile; bench/README.md, "Matmul backends", has the table
+// and bench `matmul_backends_*` re-measures it through MatMul):
+//   * one row (m = 1, a GEMV: 1x784x256, 1x256x128): Eigen, 28 against 25 GFLOP/s and
+//     43 against 21; oneDNN's call costs more than the product;
+//   * below 2^16 multiply-adds (32^3, 1x128x10): Eigen, 36 against 16;
+//   * 2^16 to 2^17 untransposed (64x128x10): Eigen, 32 against 24; transposed (the
+//     gradients' products, 128x64x10 ta): oneDNN, 31 against 19;
+//   * from 2^17 on: oneDNN, 1.2x to 2.5x (64^3 49 against 42, 64x784x256 89 against 46,
+//     its ta/tb gradients 70-86 against 50-54, 50x3136x1024 76 against 31).
+// Products of 2^24 and up run on every pool thread (rows in bands, matmul_kernels.cpp).
+constexpr int64_t kMinRows = 2;
+constexpr int64_t kMinMacsTransposed = int64_t{1} << 16;
+constexpr int64_t kMinMacs = int64_t{1} << 17;
+
+}  // namespace
+
+void set_matmul_backend(MatmulBackend b) { g_backend.store(b, std::memory_order_relaxed); }
+MatmulBackend matmul_backend() { return g_backend.load(std::memory_order_relaxed); }
+
+bool prefer_onednn(const GemmShape& g, int threads) {
+  (void)threads;  // the classes measured the same for the threaded (banded) products
+  if (!onednn_available()) return false;
+  switch (matmul_backend()) {
+    case MatmulBackend::eigen: return false;
+    case MatmulBackend::onednn: return true;
+    case MatmulBackend::automatic: break;
+  }
+  if (g.m < kMinRows) return false;
+  return g.macs() >= (g.ta || g.tb ? kMinMacsTransposed : kMinMacs);
+}
+
+#ifdef AF_HAVE_ONEDNN
+
+namespace {
+
+struct Key {
+  int64_t m, n, k, lda, ldb;
+  bool ta, tb, bias, relu;
+  bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb,
+                      int64_t{k.ta} | int64_t{k.tb} << 1 | int64_t{k.bias} << 2 | int64_t{k.relu} << 3})
+      h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+    return h;
+  }
+};
+
+// One compiled primitive and the descriptors its memories are built from. Immutable once
+// made, so threads execute it concurrently; each brings its own scratchpad (user mode),
+// which the library's shared scratchpad would not allow.
+struct Entry {
+  dnnl::memory::desc a, b, bias, c, scratch;
+  dnnl::matmul prim;
+  size_t scratch_bytes = 0;
+};
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// Bounded: a graph fed many batch sizes must not grow it forever. When full it starts
+// over (entries in use stay alive through their shared_ptr).
+constexpr size_t kMaxEntries = 512;
+std::mutex g_mu;
+std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> g_cache;
+
+std::shared_ptr<const Entry> make_entry(const Key& key) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  auto e = std::make_shared<Entry>();
+  // Transposes are strides: a stored [k,m] read as [m,k] has strides {1, lda}.
+  e->a = dnnl::memory::desc(dims{key.m, key.k}, dt::f32, key.ta ? dims{1, key.lda} : dims{key.lda, 1});
+  e->b = dnnl::memory::desc(dims{key.k, key.n}, dt::f32, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
+  e->c = dnnl::memory::desc(dims{key.m, key.n}, dt::f32, dims{key.n, 1});
+  if (key.bias) e->bias = dnnl::memory::desc(dims{1, key.n}, dt::f32, dims{key.n, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (key.relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::desc d = key.bias ? dnnl::matmul::desc(e->a, e->b, e->bias, e->c) : dnnl::matmul::desc(e->a, e->b, e->c);
+  dnnl::matmul::primitive_desc pd(d, attr, engine());
+  e->scratch = pd.scratchpad_desc();
+  e->scratch_bytes = e->scratch.get_size();
+  e->prim = dnnl::matmul(pd);
+  return e;
+}
+
+std::shared_ptr<const Entry> lookup(const Key& key) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) return it->second;
+  }
+  // Compiled outside the lock (a JIT compile takes ~100 us); a racing thread may compile
+  // the same shape too, and the first one stored wins.
+  auto e = make_entry(key);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_cache.size() >= kMaxEntries) g_cache.clear();
+  return g_cache.emplace(key, std::move(e)).first->second;
+}
+
+}  // namespace
+
+bool onednn_available() { return true; }
+
+int64_t onednn_cached_primitives() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return static_cast<int64_t>(g_cache.size());
+}
+
+bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const float* bias, bool relu, float* c) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return false;
+  const Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.ta, g.tb, bias != nullptr, relu};
+  std::shared_ptr<const Entry> e;
+  try {
+    e = lookup(key);
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  // One thread: this call's OpenMP team is the calling thread alone (the ICV is per
+  // thread, so other threads' settings are untouched).
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  thread_local dnnl::stream stream(engine());
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < e->scratch_bytes) scratch.resize(e->scratch_bytes);
+  dnnl::engine& eng = engine();
+  dnnl::memory ma(e->a, eng, const_cast<float*>(a));
+  dnnl::memory mb(e->b, eng, const_cast<float*>(b));
+  dnnl::memory mc(e->c, eng, c);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->bias, eng, const_cast<float*>(bias)));
+  if (e->scratch_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e->scratch, eng, scratch.data()));
+  e->prim.execute(stream, args);
+  stream.wait();
+  return true;
+}
+
+#else  // no oneDNN
+
+bool onednn_available() { return false; }
+int64_t onednn_cached_primitives() { return 0; }
+bool onednn_gemm_f32(const GemmShape&, const float*, const float*, const float*, bool, float*) { return false; }
+
+#endif
+
+}  // namespace actorflow::cpu
