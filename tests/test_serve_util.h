@@ -1,0 +1,277 @@
+// What the serving tests share: the cancer sample trained and exported as a version,
+// its `--mode inference` answers, actorflow-serve as a child process (killed and reaped
+// by the destructor, so a failing test never leaves a server behind) and an HTTP client
+// on Boost.Beast whose every call has a deadline.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "interop/skip.h"
+#include "trainer.h"
+
+extern char** environ;
+
+namespace afserve {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+inline std::string tools_dir() { return std::string(AF_SAMPLES_DIR) + "/../tools"; }
+inline std::string serve_binary() { return tools_dir() + "/actorflow-serve"; }
+inline std::string sample_binary() { return std::string(AF_SAMPLES_DIR) + "/cancer_classifier"; }
+
+// Skips (exit 77) when the data, the sample or the server is missing.
+inline void need_serving() {
+  if (!fs::exists(kit::kBreastCancerCsv))
+    aft::skip(std::string("serving test skipped: python3-sklearn is not installed (") + kit::kBreastCancerCsv + ")");
+  if (::access(serve_binary().c_str(), X_OK) != 0)
+    aft::skip("serving test skipped: " + serve_binary() + " is not built (libboost-dev missing?)");
+}
+
+// A fresh folder under /tmp, removed at the end of the scope.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path = fs::temp_directory_path() / ("af_serve_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Runs the cancer sample with `args`; returns its exit code, its output in *out.
+inline int run_sample(const std::string& args, std::string* out = nullptr) {
+  std::string cmd = sample_binary() + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string text;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p)) text += buf;
+  int rc = pclose(p);
+  if (out) *out = text;
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Trains a small dnn (`seed` makes versions differ) and exports it as `version` under `base`.
+inline void train_and_export(const fs::path& work, const fs::path& base, int version, int seed, int epochs = 2) {
+  std::string common = " --model dnn --model_network \"16 8\" --seed " + std::to_string(seed) + " --checkpoint_path " +
+                       (work / ("ckpt" + std::to_string(version))).string() + " --output_path " + (work / "tb").string() +
+                       " --saved_model_path " + base.string() + " --model_version " + std::to_string(version);
+  std::string out;
+  int rc = run_sample("--mode train_from_scratch --epoch_number " + std::to_string(epochs) + common, &out);
+  REQUIRE_MESSAGE(rc == 0, "training failed: " << out);
+  rc = run_sample("--mode export" + common, &out);
+  REQUIRE_MESSAGE(rc == 0, "export failed: " << out);
+  REQUIRE(fs::exists(base / std::to_string(version) / "signature.txt"));
+}
+
+// `--mode inference` over the whole breast-cancer CSV: one probability per row.
+inline std::vector<double> inference_output(const fs::path& work, const fs::path& base, int version) {
+  fs::path result = work / ("inference" + std::to_string(version) + ".txt");
+  std::string out;
+  int rc = run_sample("--mode inference --model dnn --saved_model_path " + base.string() + " --model_version " +
+                          std::to_string(version) + " --inference_test_file " + kit::kBreastCancerCsv +
+                          " --inference_result_file " + result.string(),
+                      &out);
+  REQUIRE_MESSAGE(rc == 0, "inference failed: " << out);
+  std::ifstream in(result);
+  std::vector<double> v;
+  for (double x; in >> x;) v.push_back(x);
+  return v;
+}
+
+// The CSV's feature rows, as the server's clients send them.
+inline std::vector<std::vector<float>> feature_rows() {
+  auto x = kit::load_inference_inputs(kit::kBreastCancerCsv, "csv", 30);
+  REQUIRE_MESSAGE(x.ok(), x.status().to_string());
+  std::vector<std::vector<float>> rows;
+  for (int64_t r = 0; r < x->dim(0); ++r) rows.emplace_back(x->data<float>() + r * 30, x->data<float>() + (r + 1) * 30);
+  return rows;
+}
+
+inline std::string instances_body(const std::vector<std::vector<float>>& rows, size_t begin, size_t end) {
+  json inst = json::array();
+  for (size_t i = begin; i < end; ++i) inst.push_back(rows[i]);
+  return json{{"instances", inst}}.dump();
+}
+
+class ServeProcess {
+ public:
+  // Starts the server on a free port and waits (up to 60 s) for its port file.
+  explicit ServeProcess(std::vector<std::string> args) {
+    static int counter = 0;
+    std::string stem = "/tmp/af_serve_proc_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    port_file_ = stem + ".port";
+    log_file_ = stem + ".log";
+    std::remove(port_file_.c_str());
+    std::vector<std::string> all = {serve_binary(), "--host", "127.0.0.1", "--port", "0", "--port_file", port_file_};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      pid_ = -1;
+      return;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline && running()) {
+      std::ifstream in(port_file_);
+      if (in >> port_ && port_ > 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~ServeProcess() {
+    kill9();
+    std::remove(port_file_.c_str());
+    std::remove(log_file_.c_str());
+  }
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+
+  bool started() const { return pid_ > 0 && port_ > 0; }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  bool running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_status_ = status;
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+  void kill9() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  // SIGTERM, then the exit code, or -1 if it did not exit within `timeout` (then SIGKILL).
+  int terminate(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!running()) return WIFEXITED(exit_status_) ? WEXITSTATUS(exit_status_) : -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill9();
+    return -1;
+  }
+  std::string log() const {
+    std::ifstream in(log_file_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // Resident memory in kB, from /proc; 0 when it cannot be read.
+  long rss_kb() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::string key;
+    long kb = 0;
+    while (in >> key)
+      if (key == "VmRSS:" && in >> kb) return kb;
+    return 0;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_status_ = 0;
+  std::string port_file_, log_file_;
+};
+
+struct Reply {
+  int status = 0;  // 0: no answer (error says why)
+  std::string body;
+  std::string error;
+  json doc() const { return json::parse(body, nullptr, false); }
+};
+
+// One request on a new connection to 127.0.0.1:port; every step shares one deadline.
+inline Reply http_call(int port, const std::string& method, const std::string& target, const std::string& body = "",
+                       const std::vector<std::pair<std::string, std::string>>& headers = {}, int timeout_ms = 30000) {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  namespace net = boost::asio;
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::milliseconds(timeout_ms));
+  beast::error_code ec;
+  Reply r;
+  auto step = [&](auto&& start) {
+    ioc.restart();
+    start([&](beast::error_code e, auto&&...) { ec = e; });
+    ioc.run();
+    return !ec;
+  };
+  net::ip::tcp::endpoint ep(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port));
+  if (!step([&](auto h) { stream.async_connect(ep, h); })) return Reply{0, "", "connect: " + ec.message()};
+  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  for (auto& [k, v] : headers) req.set(k, v);
+  req.body() = body;
+  req.prepare_payload();
+  if (!step([&](auto h) { http::async_write(stream, req, h); })) return Reply{0, "", "write: " + ec.message()};
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64u << 20);
+  if (!step([&](auto h) { http::async_read(stream, buf, parser, h); })) return Reply{0, "", "read: " + ec.message()};
+  r.status = static_cast<int>(parser.get().result_int());
+  r.body = parser.get().body();
+  return r;
+}
+
+// The "predictions" of a predict answer, as numbers (rows of one value each).
+inline std::vector<double> predictions(const Reply& r, const char* key = "predictions") {
+  std::vector<double> v;
+  auto doc = r.doc();
+  if (!doc.is_object() || !doc.contains(key) || !doc[key].is_array()) return v;
+  for (auto& x : doc[key]) v.push_back(x.get<double>());
+  return v;
+}
+
+// `name`'s value in Prometheus text (the first line starting with it), or -1.
+inline double metric(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  return -1;
+}
+
+}  // namespace afserve
