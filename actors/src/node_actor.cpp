@@ -116,9 +116,9 @@ void NodeActor::fire(Slot& s, int64_t step) {
     return;
   }
   const ExecutorEnv& env = shared_->env;
-  auto ctx = std::make_unique<OpKernelContext>(*rt_.node, std::move(s.inputs), env.device, env.resources, s.state->step_id());
   int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
   if (AsyncOpKernel* async = rt_.kernel->as_async()) {
+    auto ctx = std::make_unique<OpKernelContext>(*rt_.node, std::move(s.inputs), env.device, env.resources, s.state->step_id());
     running_ = std::make_unique<Running>();
     running_->step = step;
     running_->state = s.state;
@@ -136,19 +136,21 @@ void NodeActor::fire(Slot& s, int64_t step) {
     }
     return;
   }
+  // A synchronous kernel's context lives on the stack: no heap allocation per firing.
+  OpKernelContext ctx(*rt_.node, std::move(s.inputs), env.device, env.resources, s.state->step_id());
   // A kernel that throws (a bug, a failed allocation) fails its step like a kernel that
   // reports an error: an escaped exception would kill this actor and strand the step.
   try {
     if (rt_.kernel_mu) {
       std::lock_guard<std::mutex> lock(*rt_.kernel_mu);
-      rt_.kernel->compute(*ctx);
+      rt_.kernel->compute(ctx);
     } else {
-      rt_.kernel->compute(*ctx);
+      rt_.kernel->compute(ctx);
     }
   } catch (...) {
-    ctx->fail(status_from_current_exception());
+    ctx.fail(status_from_current_exception());
   }
-  finish(step, s.state, ctx.get(), nullptr, t0);
+  finish(step, s.state, &ctx, nullptr, t0);
 }
 
 void NodeActor::on_exit() {
