@@ -1,14 +1,18 @@
-// The f32 matmul backends per shape class: ActorFlow's MatMul with its automatic choice
-// ("ours"), the same MatMul forced to Eigen and forced to oneDNN, and OpenBLAS's
-// cblas_sgemm called directly, on the shapes the models and benchmarks multiply. The
-// thresholds of ops/cpu/onednn_matmul.cpp come from these figures (bench/README.md,
-// "Matmul backends"). Our three sides run the same one-node graph through a prepared
-// step, so the session's per-step cost (a few us) is in all of them and cancels in their
-// ratio; OpenBLAS has none, which favours it on the smallest shapes.
+// The f32 matmul backends per shape class: ActorFlow's automatic choice ("ours"), Eigen
+// forced, oneDNN forced, and OpenBLAS's cblas_sgemm, on the shapes the models and
+// benchmarks multiply. The thresholds of ops/cpu/onednn_matmul.cpp come from these
+// figures (bench/README.md, "Matmul backends").
+//
+// Below 2^24 multiply-adds MatMul runs single-threaded, and a session's per-step cost (a
+// few us, far more under load) would drown the kernels' difference on the small shapes:
+// there the sides call the kernels directly on one thread (OpenBLAS with 1 thread). From
+// 2^24 on, MatMul uses the whole pool: the sides run the one-node graph through a
+// prepared step with the backend forced, and OpenBLAS gets as many threads.
 #include <actorflow/actorflow.h>
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,9 +62,59 @@ bench::Side backend_side(const std::shared_ptr<Fixture>& f, const std::string& n
           }};
 }
 
+constexpr int64_t kThreadedMacs = int64_t{1} << 24;
+
+// One kernel side: `reps` products on this thread, checked after timing.
+bench::Side kernel_side(const std::string& name, const std::string& words, std::shared_ptr<std::vector<float>> a,
+                        std::shared_ptr<std::vector<float>> b, cpu::GemmShape g, int reps,
+                        std::function<void(const cpu::GemmShape&, const float*, const float*, float*)> gemm) {
+  auto c = std::make_shared<std::vector<float>>(static_cast<size_t>(g.m * g.n));
+  return {name, words, [a, b, c, g, reps, gemm] {
+            auto t0 = bench::Clock::now();
+            for (int r = 0; r < reps; ++r) gemm(g, a->data(), b->data(), c->data());
+            double s = bench::seconds_since(t0);
+            bench::check(std::abs((*c)[0] - 1.0f) < 1e-3f, "gemm");
+            return gflops(g.m, g.n, g.k, reps, s);
+          }};
+}
+
+bench::Prepared prepare_kernels(int64_t m, int64_t n, int64_t k, int reps) {
+  auto a = std::make_shared<std::vector<float>>(static_cast<size_t>(m * k), 1.0f / static_cast<float>(k));
+  auto b = std::make_shared<std::vector<float>>(static_cast<size_t>(k * n), 1.0f);
+  cpu::GemmShape g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  const bool onednn = cpu::prefer_onednn(g, 1);
+  bench::Prepared prep;
+  prep.sides.push_back(kernel_side("ours", std::string("MatMul's automatic choice, one thread: ") + (onednn ? "onednn" : "eigen"),
+                                   a, b, g, reps, [onednn](const cpu::GemmShape& s, const float* x, const float* y, float* z) {
+                                     if (!onednn || !cpu::onednn_gemm_f32(s, x, y, nullptr, false, z)) cpu::eigen_gemm_f32(s, x, y, z);
+                                   }));
+  prep.sides.push_back(kernel_side("eigen", "Eigen tensor contraction, one thread", a, b, g, reps, cpu::eigen_gemm_f32));
+  if (cpu::onednn_available())
+    prep.sides.push_back(kernel_side("onednn", "oneDNN matmul primitive (cached), one thread", a, b, g, reps,
+                                     [](const cpu::GemmShape& s, const float* x, const float* y, float* z) {
+                                       bench::check(cpu::onednn_gemm_f32(s, x, y, nullptr, false, z), "onednn");
+                                     }));
+#ifdef AF_HAVE_OPENBLAS
+  prep.sides.push_back(kernel_side("openblas", "cblas_sgemm, openblas_set_num_threads(1) during the sample", a, b, g, reps,
+                                   [](const cpu::GemmShape& s, const float* x, const float* y, float* z) {
+                                     const int before = openblas_get_num_threads();
+                                     openblas_set_num_threads(1);
+                                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m),
+                                                 static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, x, static_cast<int>(s.k),
+                                                 y, static_cast<int>(s.n), 0.0f, z, static_cast<int>(s.n));
+                                     openblas_set_num_threads(before);
+                                   }));
+#endif
+  return prep;
+}
+
 bench::Prepared prepare(const bench::Params& p) {
   const int64_t m = p.at("m"), n = p.at("n"), k = p.at("k");
   const int reps = static_cast<int>(p.at("reps"));
+  if (m * n * k < kThreadedMacs) return prepare_kernels(m, n, k, reps);
   auto f = std::make_shared<Fixture>();
   f->a = af::placeholder(f->g, af::f32, {m, k}, "a");
   f->b = af::placeholder(f->g, af::f32, {k, n}, "b");
@@ -120,6 +174,8 @@ bench::Case shape_case(const char* what, int64_t m, int64_t k, int64_t n) {
 }
 
 BENCH_CASE(shape_case("32^3: tiny", 32, 32, 32));
+BENCH_CASE(shape_case("MLP training, last layer", 64, 128, 10));
+BENCH_CASE(shape_case("64^3", 64, 64, 64));
 BENCH_CASE(shape_case("one inference row, first MLP layer", 1, 784, 256));
 BENCH_CASE(shape_case("256 inference rows, first MLP layer", 256, 784, 256));
 BENCH_CASE(shape_case("MLP training, second layer", 64, 256, 128));

@@ -24,7 +24,7 @@ def _verdict(r):
 
 def _when(r, commit):
     stamp = r["timestamp"].replace("T", " ")[:16]
-    return "%s %s, load %s" % (stamp, commit[:10], r.get("load_before", "?").split()[0])
+    return "%s %s, load %s" % (stamp, commit, r.get("load_before", "?").split()[0])
 
 
 def row(r, fmt, commit):

@@ -268,4 +268,18 @@ class MatMulKernel : public OpKernel {
 AF_REGISTER_KERNEL("MatMul", DeviceType::CPU, MatMulKernel);
 
 }  // namespace
+
+void cpu::eigen_gemm_f32(const cpu::GemmShape& s, const float* a, const float* b, float* c) {
+  // A pool is needed only to build the device; one thread runs the product inline.
+  static Eigen::ThreadPool pool(1);
+  Eigen::ThreadPoolDevice single(&pool, 1);
+  Gemm g;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.ta = s.ta;
+  g.tb = s.tb;
+  gemm_eigen(single, g, a, b, c);
+}
+
 }  // namespace actorflow

@@ -40,6 +40,10 @@ MatmulBackend matmul_backend();
 // bench/README.md, "Matmul backends".
 bool prefer_onednn(const GemmShape& g, int threads);
 
+// The Eigen contraction MatMul runs when oneDNN is not chosen, single-threaded (packed
+// operands, lda/ldb ignored): for benchmarks comparing the two kernels without a session.
+void eigen_gemm_f32(const GemmShape& g, const float* a, const float* b, float* c);
+
 // Primitives currently cached (tests check that a repeated shape reuses its primitive).
 int64_t onednn_cached_primitives();
 
