@@ -1,0 +1,179 @@
+// The partitioner; see graph_partition.h. TF's Partition() is one 350-line function; here
+// the loop over nodes stays short and the pieces it needs (a location per node, adding a
+// _Send/_Recv pair, adding a control constant) are separate.
+#include "actorflow/graph_partition.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "actorflow/device_name.h"
+#include "actorflow/tensor.h"
+
+namespace actorflow {
+namespace {
+
+// Builds the partitions while walking the original graph in topological order.
+class Partitioner {
+ public:
+  Partitioner(const Graph& g, const PartitionOptions& opts) : g_(g), opts_(opts) {}
+
+  Result<Partitions> run() {
+    AF_ASSIGN_OR_RETURN(std::vector<int> order, g_.topological_order());
+    std::vector<bool> wanted(static_cast<size_t>(g_.num_nodes()), opts_.nodes.empty());
+    for (int n : opts_.nodes) {
+      if (n < 0 || n >= g_.num_nodes()) return invalid_argument("partition: node id " + std::to_string(n) + " out of range");
+      wanted[static_cast<size_t>(n)] = true;
+    }
+    loc_.assign(static_cast<size_t>(g_.num_nodes()), "");
+    new_id_.assign(static_cast<size_t>(g_.num_nodes()), -1);
+    for (int n : order) {
+      if (!wanted[static_cast<size_t>(n)]) continue;
+      AF_RETURN_IF_ERROR(place(n, wanted));
+    }
+    return std::move(out_);
+  }
+
+ private:
+  Graph& graph_at(const std::string& loc) {
+    auto& slot = out_.graphs[loc];
+    if (!slot) slot = std::make_unique<Graph>("partition " + loc);
+    return *slot;
+  }
+
+  Status place(int id, const std::vector<bool>& wanted) {
+    const Node& orig = g_.node(id);
+    AF_ASSIGN_OR_RETURN(std::string loc, node_location(orig, opts_));
+    loc_[static_cast<size_t>(id)] = loc;
+    out_.location_of[orig.name] = loc;
+    Node n;
+    n.name = orig.name;
+    n.op = orig.op;
+    n.device = orig.device;
+    n.attrs = orig.attrs;
+    for (const Endpoint& in : orig.inputs) {
+      if (!wanted[static_cast<size_t>(in.node)])
+        return invalid_argument("partition: node '" + orig.name + "' reads '" + g_.node(in.node).name +
+                                "', which is not among the nodes to partition");
+      if (loc_[static_cast<size_t>(in.node)] == loc) {
+        n.inputs.push_back({new_id_[static_cast<size_t>(in.node)], in.index});
+      } else {
+        AF_ASSIGN_OR_RETURN(int recv, recv_for(in, loc));
+        n.inputs.push_back({recv, 0});
+      }
+    }
+    for (int c : orig.control_inputs) {
+      if (!wanted[static_cast<size_t>(c)])
+        return invalid_argument("partition: node '" + orig.name + "' waits for '" + g_.node(c).name +
+                                "', which is not among the nodes to partition");
+      int dep = new_id_[static_cast<size_t>(c)];
+      if (loc_[static_cast<size_t>(c)] != loc) {
+        AF_ASSIGN_OR_RETURN(dep, recv_for({c, -1}, loc));
+      }
+      if (std::find(n.control_inputs.begin(), n.control_inputs.end(), dep) == n.control_inputs.end())
+        n.control_inputs.push_back(dep);
+    }
+    auto added = graph_at(loc).add_node_raw(std::move(n));
+    if (!added.ok()) return Status(added.status().code(), "partition " + loc + ": " + added.status().message());
+    new_id_[static_cast<size_t>(id)] = added->node_id();
+    return Status::OK();
+  }
+
+  // The _Recv in `dst_loc` that yields `src` (index -1: the control signal of src.node),
+  // made with its _Send on first use; TF's DupRecvKey deduplication.
+  Result<int> recv_for(Endpoint src, const std::string& dst_loc) {
+    auto key = std::make_tuple(src.node, src.index, dst_loc);
+    auto it = recvs_.find(key);
+    if (it != recvs_.end()) return it->second;
+    const std::string& src_loc = loc_[static_cast<size_t>(src.node)];
+    const Node& producer = g_.node(src.node);
+    Endpoint sent{new_id_[static_cast<size_t>(src.node)], src.index};
+    if (src.index < 0) {
+      AF_ASSIGN_OR_RETURN(sent, control_const(src.node, src_loc));
+    }
+    PartitionEdge e;
+    e.id = static_cast<int64_t>(out_.edges.size());
+    e.tensor_name = "edge_" + std::to_string(e.id) + "_" + producer.name;
+    e.send_location = src_loc;
+    e.recv_location = dst_loc;
+    e.src = src;
+    const Node& sent_node = graph_at(src_loc).node(sent.node);
+    e.dtype = sent_node.output_dtypes[static_cast<size_t>(sent.index)];
+    e.shape = sent_node.output_shapes[static_cast<size_t>(sent.index)];
+    auto attrs = [&] {
+      std::map<std::string, AttrValue> a;
+      a["tensor_name"] = e.tensor_name;
+      a["edge_id"] = e.id;
+      a["send_task"] = e.send_location;
+      a["recv_task"] = e.recv_location;
+      a["dtype"] = e.dtype;
+      a["shape"] = e.shape;
+      return a;
+    };
+    Node send;
+    send.name = "_Send/" + e.tensor_name;
+    send.op = "_Send";
+    send.device = src_loc;
+    send.inputs.push_back(sent);
+    send.attrs = attrs();
+    AF_RETURN_IF_ERROR(add(src_loc, std::move(send)).status());
+    Node recv;
+    recv.name = "_Recv/" + e.tensor_name;
+    recv.op = "_Recv";
+    recv.device = dst_loc;
+    recv.attrs = attrs();
+    AF_ASSIGN_OR_RETURN(int recv_id, add(dst_loc, std::move(recv)));
+    out_.edges.push_back(std::move(e));
+    recvs_[key] = recv_id;
+    return recv_id;
+  }
+
+  // A scalar that becomes ready once `node` has run: what crosses for a control edge.
+  Result<Endpoint> control_const(int node, const std::string& loc) {
+    auto it = ctrl_.find(node);
+    if (it != ctrl_.end()) return Endpoint{it->second, 0};
+    Node c;
+    c.name = "_Ctrl/" + g_.node(node).name;
+    c.op = "Const";
+    c.device = loc;
+    Tensor v = Tensor::from_vector(std::vector<float>{0.0f}, Shape{});
+    c.attrs["value"] = v;
+    c.attrs["dtype"] = DType::f32;
+    c.control_inputs.push_back(new_id_[static_cast<size_t>(node)]);
+    AF_ASSIGN_OR_RETURN(int id, add(loc, std::move(c)));
+    ctrl_[node] = id;
+    return Endpoint{id, 0};
+  }
+
+  Result<int> add(const std::string& loc, Node n) {
+    auto r = graph_at(loc).add_node_raw(std::move(n));
+    if (!r.ok()) return Status(r.status().code(), "partition " + loc + ": " + r.status().message());
+    return r->node_id();
+  }
+
+  const Graph& g_;
+  const PartitionOptions& opts_;
+  Partitions out_;
+  std::vector<std::string> loc_;  // per original node
+  std::vector<int> new_id_;       // per original node: its id in its partition
+  std::map<std::tuple<int, int, std::string>, int> recvs_;
+  std::map<int, int> ctrl_;
+};
+
+}  // namespace
+
+Result<std::string> node_location(const Node& node, const PartitionOptions& opts) {
+  if (opts.node_to_loc) return opts.node_to_loc(node);
+  AF_ASSIGN_OR_RETURN(DeviceName dflt, parse_device_name(opts.default_location));
+  if (!dflt.fully_specified())
+    return invalid_argument("partition: the default location '" + opts.default_location +
+                            "' must name a job, a task and a device");
+  auto dev = parse_device_name(node.device);
+  if (!dev.ok()) return Status(dev.status().code(), "node '" + node.name + "': " + dev.status().message());
+  return dev->completed_by(dflt).to_string();
+}
+
+Result<Partitions> partition(const Graph& g, const PartitionOptions& opts) {
+  return Partitioner(g, opts).run();
+}
+
+}  // namespace actorflow
