@@ -3,7 +3,8 @@
 // names (nodes without a device go to the default location), and every edge between two
 // locations becomes a _Send in the producer's partition and a _Recv in the consumer's,
 // one pair per (producer output, consumer location) however many consumers read it there.
-// A control edge between locations sends a scalar constant that runs after the producer.
+// A control edge between locations becomes a _Send that waits for the producer and
+// sends a scalar, and a _Recv of it that the consumer waits for.
 #pragma once
 #include <functional>
 #include <map>
@@ -37,8 +38,7 @@ struct PartitionEdge {
 
 struct Partitions {
   // location (canonical, see DeviceName::to_string) -> its graph. Original nodes keep
-  // their names; _Send/_Recv nodes are named "_Send/<tensor_name>", "_Recv/<tensor_name>"
-  // and control constants "_Ctrl/<producer>".
+  // their names; _Send/_Recv nodes are named "_Send/<tensor_name>", "_Recv/<tensor_name>".
   std::map<std::string, std::unique_ptr<Graph>> graphs;
   std::vector<PartitionEdge> edges;  // by id
   std::map<std::string, std::string> location_of;  // original node name -> location

@@ -1,13 +1,12 @@
 // The partitioner; see graph_partition.h. TF's Partition() is one 350-line function; here
 // the loop over nodes stays short and the pieces it needs (a location per node, adding a
-// _Send/_Recv pair, adding a control constant) are separate.
+// _Send/_Recv pair) are separate.
 #include "actorflow/graph_partition.h"
 
 #include <algorithm>
 #include <tuple>
 
 #include "actorflow/device_name.h"
-#include "actorflow/tensor.h"
 
 namespace actorflow {
 namespace {
@@ -86,10 +85,10 @@ class Partitioner {
     if (it != recvs_.end()) return it->second;
     const std::string& src_loc = loc_[static_cast<size_t>(src.node)];
     const Node& producer = g_.node(src.node);
+    // A control edge sends nothing but its arrival: a _Send without data input that
+    // waits for the producer, and a _Recv of a scalar.
+    bool control = src.index < 0;
     Endpoint sent{new_id_[static_cast<size_t>(src.node)], src.index};
-    if (src.index < 0) {
-      AF_ASSIGN_OR_RETURN(sent, control_const(src.node, src_loc));
-    }
     PartitionEdge e;
     e.id = static_cast<int64_t>(out_.edges.size());
     e.tensor_name = "edge_" + std::to_string(e.id) + "_" + producer.name;
@@ -97,8 +96,8 @@ class Partitioner {
     e.recv_location = dst_loc;
     e.src = src;
     const Node& sent_node = graph_at(src_loc).node(sent.node);
-    e.dtype = sent_node.output_dtypes[static_cast<size_t>(sent.index)];
-    e.shape = sent_node.output_shapes[static_cast<size_t>(sent.index)];
+    e.dtype = control ? DType::f32 : sent_node.output_dtypes[static_cast<size_t>(sent.index)];
+    e.shape = control ? Shape{} : sent_node.output_shapes[static_cast<size_t>(sent.index)];
     auto attrs = [&] {
       std::map<std::string, AttrValue> a;
       a["tensor_name"] = e.tensor_name;
@@ -113,7 +112,8 @@ class Partitioner {
     send.name = "_Send/" + e.tensor_name;
     send.op = "_Send";
     send.device = src_loc;
-    send.inputs.push_back(sent);
+    if (control) send.control_inputs.push_back(sent.node);
+    else send.inputs.push_back(sent);
     send.attrs = attrs();
     AF_RETURN_IF_ERROR(add(src_loc, std::move(send)).status());
     Node recv;
@@ -125,23 +125,6 @@ class Partitioner {
     out_.edges.push_back(std::move(e));
     recvs_[key] = recv_id;
     return recv_id;
-  }
-
-  // A scalar that becomes ready once `node` has run: what crosses for a control edge.
-  Result<Endpoint> control_const(int node, const std::string& loc) {
-    auto it = ctrl_.find(node);
-    if (it != ctrl_.end()) return Endpoint{it->second, 0};
-    Node c;
-    c.name = "_Ctrl/" + g_.node(node).name;
-    c.op = "Const";
-    c.device = loc;
-    Tensor v = Tensor::from_vector(std::vector<float>{0.0f}, Shape{});
-    c.attrs["value"] = v;
-    c.attrs["dtype"] = DType::f32;
-    c.control_inputs.push_back(new_id_[static_cast<size_t>(node)]);
-    AF_ASSIGN_OR_RETURN(int id, add(loc, std::move(c)));
-    ctrl_[node] = id;
-    return Endpoint{id, 0};
   }
 
   Result<int> add(const std::string& loc, Node n) {
@@ -156,7 +139,6 @@ class Partitioner {
   std::vector<std::string> loc_;  // per original node
   std::vector<int> new_id_;       // per original node: its id in its partition
   std::map<std::tuple<int, int, std::string>, int> recvs_;
-  std::map<int, int> ctrl_;
 };
 
 }  // namespace

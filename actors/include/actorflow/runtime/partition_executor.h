@@ -1,0 +1,37 @@
+// Runs one partition of a graph (graph_partition.h) in this process, step by step, with
+// step ids chosen by the caller so that the partitions of one step on several hosts meet
+// at the same rendezvous keys (TF's GraphMgr::ExecuteAsync). Every _Send runs each step;
+// fetches and feeds are by tensor name ("node" or "node:1").
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actorflow/graph.h"
+#include "actorflow/session.h"
+#include "actorflow/runtime/remote_edges.h"
+
+namespace actorflow::runtime {
+
+class PartitionExecutor {
+ public:
+  virtual ~PartitionExecutor() = default;
+  // Runs step `step_id`. On failure or after `timeout_ms` (0: none) the step is aborted
+  // at this partition's rendezvous, so its waiting _Send/_Recv nodes fail too.
+  virtual Result<std::vector<Tensor>> run_step(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                               const std::vector<std::string>& fetches,
+                                               const std::vector<std::string>& targets, int64_t timeout_ms) = 0;
+  // Fails this partition's steps at its rendezvous (another partition of them failed).
+  virtual void abort_step(int64_t step_id, const Status& why) = 0;
+  virtual const Graph& graph() const = 0;
+  virtual const std::string& location() const = 0;
+};
+
+// `graph`: one partition; its _Send/_Recv nodes go through `rendezvous`. `opts` gives the
+// thread count, edge capacity and the optimizer settings, as for a local session.
+Result<std::unique_ptr<PartitionExecutor>> make_partition_executor(std::unique_ptr<Graph> graph,
+                                                                   std::shared_ptr<EdgeRendezvous> rendezvous,
+                                                                   const SessionOptions& opts);
+
+}  // namespace actorflow::runtime

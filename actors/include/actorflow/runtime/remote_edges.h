@@ -1,0 +1,108 @@
+// The seam between the runtime and whatever carries graph edges between partitions (TF's
+// Rendezvous, OneFlow's CommNet). Two halves:
+//  - RemoteEdges, the transport: pushes an edge's bytes (encode_tensor_message) to the
+//    location that consumes it, and a credit back to the location that produces it. An
+//    in-process loopback (make_loopback_edges) and net/'s sockets implement it.
+//  - EdgeRendezvous, one per partition: where the transport delivers (on_edge, on_credit)
+//    and where the _Send/_Recv kernels wait. A _Send holds one of edge_capacity credits
+//    per edge while its tensor is unconsumed on the far side (OneFlow's registers), so a
+//    fast producer cannot flood a slow host; the _Recv returns it when it takes the tensor.
+// Nothing here blocks a thread: waiters are callbacks, run outside the lock.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actorflow/status.h"
+
+namespace actorflow::runtime {
+
+using EdgeBytes = std::shared_ptr<const std::string>;
+
+class RemoteEdges {
+ public:
+  virtual ~RemoteEdges() = default;
+  // Delivers `bytes` of `edge` for `step` to the partition at `to_location`. An error
+  // (no route, connection gone) fails the sending step.
+  virtual Status send_edge(const std::string& to_location, int64_t step, int64_t edge, EdgeBytes bytes) = 0;
+  // Gives one credit of `edge` back to the partition at `to_location` (the producer).
+  virtual Status return_credit(const std::string& to_location, int64_t edge) = 0;
+};
+
+class EdgeRendezvous {
+ public:
+  using EdgeCallback = std::function<void(Result<EdgeBytes>)>;
+  using CreditCallback = std::function<void(Status)>;
+
+  EdgeRendezvous(std::string location, std::shared_ptr<RemoteEdges> transport, int edge_capacity);
+  const std::string& location() const { return location_; }
+  RemoteEdges& transport() { return *transport_; }
+
+  // From the transport.
+  void on_edge(int64_t step, int64_t edge, EdgeBytes bytes);
+  void on_credit(int64_t edge);
+
+  // From a _Send: `cb` runs once a credit of `edge` is taken for `step` (at once if one is
+  // free), or with the error that aborted the step or the rendezvous.
+  void when_credit(int64_t step, int64_t edge, CreditCallback cb);
+  // From a _Recv: `cb` runs with the bytes of (step, edge) once they arrive; the credit
+  // goes back to `from_location` as they are taken.
+  void when_edge(int64_t step, int64_t edge, const std::string& from_location, EdgeCallback cb);
+
+  // Fails the waiters of `step` (a deadline passed, a partition failed); bytes that
+  // arrive for it later are dropped and their credits returned.
+  void abort_step(int64_t step, const Status& why);
+  // Forgets a finished step's abort mark (steps are only aborted, never reused, so this
+  // only bounds memory).
+  void forget_step(int64_t step);
+  // Fails every waiter now and later: the session is closing.
+  void abort_all(const Status& why);
+
+ private:
+  struct CreditWait {
+    int64_t step;
+    CreditCallback cb;
+  };
+  struct EdgeWait {
+    std::string from;
+    EdgeCallback cb;
+  };
+  void give_back_credit(const std::string& to, int64_t edge);
+
+  std::string location_;
+  std::shared_ptr<RemoteEdges> transport_;
+  int capacity_;
+  std::mutex mu_;
+  Status closed_;
+  std::map<int64_t, int> credits_;                        // edge -> free credits
+  std::map<int64_t, std::vector<CreditWait>> credit_waits_;  // edge -> waiters, oldest first
+  std::map<std::pair<int64_t, int64_t>, EdgeBytes> arrived_;  // (step, edge)
+  std::map<std::pair<int64_t, int64_t>, EdgeWait> edge_waits_;
+  std::map<int64_t, Status> aborted_;                     // step -> why
+};
+
+// Rendezvous by name for the _Send/_Recv kernels, which find theirs through the node
+// attribute "_rendezvous" the partition executor sets. The table holds weak references.
+void register_rendezvous(const std::string& key, const std::shared_ptr<EdgeRendezvous>& r);
+std::shared_ptr<EdgeRendezvous> find_rendezvous(const std::string& key);
+
+// An in-process transport: locations attached to it deliver to each other directly. Real,
+// not a mock: the partition tests run three partitions through it in one process.
+class LoopbackEdges final : public RemoteEdges {
+ public:
+  void attach(const std::shared_ptr<EdgeRendezvous>& r);
+  Status send_edge(const std::string& to_location, int64_t step, int64_t edge, EdgeBytes bytes) override;
+  Status return_credit(const std::string& to_location, int64_t edge) override;
+
+ private:
+  std::shared_ptr<EdgeRendezvous> find(const std::string& location);
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<EdgeRendezvous>> by_location_;
+};
+
+}  // namespace actorflow::runtime

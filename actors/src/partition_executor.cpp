@@ -1,0 +1,139 @@
+// A partition executor: one prepared set of node actors per distinct (feeds, fetches,
+// targets), as the local session keeps, started with the caller's step id.
+#include "actorflow/runtime/partition_executor.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "actorflow/ops/cpu_device.h"
+#include "executor.h"
+#include "graph_passes.h"
+
+namespace actorflow::runtime {
+namespace {
+
+std::atomic<int64_t> g_partition_counter{0};
+
+class PartitionExecutorImpl final : public PartitionExecutor {
+ public:
+  PartitionExecutorImpl(std::unique_ptr<Graph> graph, std::shared_ptr<EdgeRendezvous> rendezvous, const SessionOptions& opts)
+      : graph_(std::move(graph)), rendezvous_(std::move(rendezvous)), opts_(opts), device_(opts.intra_op_threads, 0, nullptr) {
+    env_.device = &device_;
+    env_.resources = &resources_;
+    env_.kernels = &kernels_;
+    env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
+  }
+
+  ~PartitionExecutorImpl() override {
+    rendezvous_->abort_all(cancelled("the partition at " + rendezvous_->location() + " is closing"));
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, ex] : executors_) ex->shutdown();
+  }
+
+  Status init() {
+    // The kernels find this partition's rendezvous by a key unique to the executor.
+    std::string key = "partition#" + std::to_string(++g_partition_counter) + rendezvous_->location();
+    register_rendezvous(key, rendezvous_);
+    for (int i = 0; i < graph_->num_nodes(); ++i) {
+      Node& n = graph_->mutable_node(i);
+      if (n.op == "_Send" || n.op == "_Recv") {
+        n.attrs["_rendezvous"] = key;
+        sends_.push_back(i);
+      }
+    }
+    return check_kernels(*graph_, DeviceType::CPU);
+  }
+
+  Result<std::vector<Tensor>> run_step(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                       const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
+                                       int64_t timeout_ms) override {
+    Result<std::vector<Tensor>> r = run(step_id, feeds, fetches, targets, timeout_ms);
+    if (!r.ok()) rendezvous_->abort_step(step_id, r.status());
+    return r;
+  }
+
+  void abort_step(int64_t step_id, const Status& why) override { rendezvous_->abort_step(step_id, why); }
+  const Graph& graph() const override { return *graph_; }
+  const std::string& location() const override { return rendezvous_->location(); }
+
+ private:
+  Result<std::vector<Tensor>> run(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                  const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
+                                  int64_t timeout_ms) {
+    std::vector<Tensor> values;
+    std::shared_ptr<Executor> ex;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      RunRequest req;
+      std::string key;
+      for (auto& [name, value] : feeds) {
+        AF_ASSIGN_OR_RETURN(Output o, graph_->find_output(name));
+        AF_RETURN_IF_ERROR(validate_feed(o, value));
+        req.feeds.push_back({o, value});
+        values.push_back(value);
+        key += "f" + name + ";";
+      }
+      for (auto& name : fetches) {
+        AF_ASSIGN_OR_RETURN(Output o, graph_->find_output(name));
+        req.fetches.push_back(o);
+        key += "o" + name + ";";
+      }
+      for (auto& name : targets) {
+        const Node* n = graph_->find_node(name);
+        if (!n) return invalid_argument("partition " + location() + " has no node '" + name + "' to run");
+        req.targets.push_back(Operation(graph_.get(), n->id));
+        key += "t" + name + ";";
+      }
+      for (int s : sends_) req.targets.push_back(Operation(graph_.get(), s));
+      // A partition that exchanges nothing and is asked for nothing has no work this step.
+      if (req.fetches.empty() && req.targets.empty()) return std::vector<Tensor>{};
+      auto it = executors_.find(key);
+      if (it == executors_.end()) {
+        AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(*graph_, req));
+        AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(*graph_, std::move(plan), opts_.optimizer));
+        AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(std::move(optimized), env_));
+        it = executors_.emplace(key, std::shared_ptr<Executor>(std::move(made))).first;
+      }
+      ex = it->second;
+    }
+    auto deadline = timeout_ms > 0 ? std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)
+                                   : StepState::kNoDeadline;
+    auto state = ex->start(values, step_id);
+    if (!state->wait(ex->spin_budget(), deadline)) {
+      Status late = deadline_exceeded("step " + std::to_string(step_id) + " did not finish at " + location() + " within " +
+                                      std::to_string(timeout_ms) + " ms");
+      rendezvous_->abort_step(step_id, late);
+      // The aborted _Send/_Recv nodes now finish; give the step a moment to drain.
+      (void)state->wait(std::chrono::microseconds(0), std::chrono::steady_clock::now() + std::chrono::seconds(5));
+      return late;
+    }
+    Status s = state->status();
+    if (!s.ok()) return s;
+    return std::move(state->results());
+  }
+
+  std::unique_ptr<Graph> graph_;
+  std::shared_ptr<EdgeRendezvous> rendezvous_;
+  SessionOptions opts_;
+  CpuDevice device_;
+  ResourceMgr resources_;
+  KernelCache kernels_;
+  ExecutorEnv env_;
+  std::vector<int> sends_;  // _Send and _Recv nodes: both run every step
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Executor>> executors_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PartitionExecutor>> make_partition_executor(std::unique_ptr<Graph> graph,
+                                                                   std::shared_ptr<EdgeRendezvous> rendezvous,
+                                                                   const SessionOptions& opts) {
+  if (!graph || !rendezvous) return invalid_argument("make_partition_executor: no graph or no rendezvous");
+  auto ex = std::make_unique<PartitionExecutorImpl>(std::move(graph), std::move(rendezvous), opts);
+  AF_RETURN_IF_ERROR(ex->init());
+  return std::unique_ptr<PartitionExecutor>(std::move(ex));
+}
+
+}  // namespace actorflow::runtime
