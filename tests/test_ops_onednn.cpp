@@ -305,6 +305,61 @@ TEST_CASE("onednn: Conv2D forward through oneDNN agrees with the im2col + Eigen 
   }
 }
 
+TEST_CASE("onednn: Conv2D's input and filter gradients through oneDNN agree with the Eigen path") {
+  // loss = sum(conv2d(x, w) * r): its gradients are Conv2DBackpropInput(w, r) and
+  // Conv2DBackpropFilter(x, r), with r random so that no weight of the sum is uniform.
+  const std::vector<ConvCase> cases = {
+      {50, 28, 28, 1, 5, 5, 32, 1, "SAME"},  // the CNN's first layer
+      {6, 14, 14, 32, 5, 5, 64, 1, "SAME"},  // its second
+      {3, 9, 7, 3, 3, 3, 4, 2, "SAME"},      // stride 2, uneven padding
+      {2, 9, 7, 3, 3, 2, 5, 2, "VALID"},     // input left unread: Eigen only
+      {1, 6, 6, 8, 1, 1, 16, 1, "VALID"},    // 1x1, one image (one band)
+  };
+  uint32_t seed = 300;
+  for (const ConvCase& c : cases) {
+    CAPTURE(c.n);
+    CAPTURE(c.h);
+    CAPTURE(c.c);
+    CAPTURE(c.s);
+    CAPTURE(std::string(c.padding));
+    auto vx = random_values(c.n * c.h * c.w * c.c, seed++);
+    auto vw = random_values(c.kh * c.kw * c.c * c.o, seed++);
+    af::Tensor x = af::Tensor::from_vector(vx, {c.n, c.h, c.w, c.c});
+    af::Tensor w = af::Tensor::from_vector(vw, {c.kh, c.kw, c.c, c.o});
+    const bool same = std::string(c.padding) == "SAME";
+    const int64_t oh = same ? (c.h + c.s - 1) / c.s : (c.h - c.kh) / c.s + 1;
+    const int64_t ow = same ? (c.w + c.s - 1) / c.s : (c.w - c.kw) / c.s + 1;
+    auto vr = random_values(c.n * oh * ow * c.o, seed++);
+    auto grads = [&](cpu::ConvBackend backend, int threads) {
+      BackendConvGuard guard(backend);
+      af::Graph g;
+      auto xc = af::constant(g, x);
+      auto wc = af::constant(g, w);
+      auto y = af::conv2d(xc, wc, {c.s, c.s}, c.padding);
+      auto r = af::constant(g, af::Tensor::from_vector(vr, {c.n, oh, ow, c.o}));
+      auto dxdw = af::gradients({af::reduce_sum(y * r)}, {xc, wc});
+      af::SessionOptions o;
+      o.intra_op_threads = threads;
+      return aft::eval(g, dxdw, {}, o);
+    };
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      auto eigen = grads(cpu::ConvBackend::eigen, threads);
+      auto onednn = grads(cpu::ConvBackend::onednn, threads);
+      for (int i = 0; i < 2; ++i) {
+        const af::Tensor& e = eigen[static_cast<size_t>(i)];
+        const af::Tensor& d = onednn[static_cast<size_t>(i)];
+        REQUIRE(e.shape() == d.shape());
+        std::vector<double> want(e.data<float>(), e.data<float>() + e.num_elements());
+        // The filter gradient sums over every output position of every image.
+        const int64_t k = i == 0 ? c.kh * c.kw * c.o : c.n * c.h * c.w;
+        check_near(std::vector<float>(d.data<float>(), d.data<float>() + d.num_elements()), want, k,
+                   i == 0 ? "input gradient" : "filter gradient");
+      }
+    }
+  }
+}
+
 TEST_CASE("onednn: a direct oneDNN convolution matches a naive one, and refuses what it cannot do") {
   cpu::ConvDims d{2, 6, 5, 3, 3, 3, 4, 6, 5, 1, 1, 1, 1};  // SAME, stride 1
   auto vx = random_values(d.n * d.h * d.w * d.c, 7);
@@ -316,6 +371,13 @@ TEST_CASE("onednn: a direct oneDNN convolution matches a naive one, and refuses 
     return;
   }
   REQUIRE(cpu::onednn_conv2d_f32(d, vx.data(), vw.data(), y.data()));
+  // The gradients for an upstream gradient gy: dx = sum gy * w, dw = sum x * gy, over the
+  // same (image, output pixel, tap) triples as the forward sum.
+  auto gy = random_values(static_cast<int64_t>(y.size()), 9);
+  std::vector<float> dx(vx.size(), -9.f), dw(vw.size(), -9.f);
+  REQUIRE(cpu::onednn_conv2d_backprop_input_f32(d, vw.data(), gy.data(), dx.data()));
+  REQUIRE(cpu::onednn_conv2d_backprop_filter_f32(d, vx.data(), gy.data(), dw.data()));
+  std::vector<double> want_dx(dx.size(), 0.0), want_dw(dw.size(), 0.0);
   std::vector<double> want(y.size(), 0.0);
   for (int64_t n = 0; n < d.n; ++n)
     for (int64_t i = 0; i < d.oh; ++i)
@@ -327,16 +389,25 @@ TEST_CASE("onednn: a direct oneDNN convolution matches a naive one, and refuses 
               for (int64_t c = 0; c < d.c; ++c) {
                 const int64_t r = i + a - d.pad_t, q = j + b - d.pad_l;
                 if (r < 0 || r >= d.h || q < 0 || q >= d.w) continue;
-                s += vx[static_cast<size_t>(((n * d.h + r) * d.w + q) * d.c + c)] *
-                     vw[static_cast<size_t>(((a * d.kw + b) * d.c + c) * d.o + o)];
+                const size_t xi = static_cast<size_t>(((n * d.h + r) * d.w + q) * d.c + c);
+                const size_t wi = static_cast<size_t>(((a * d.kw + b) * d.c + c) * d.o + o);
+                const size_t yi = static_cast<size_t>(((n * d.oh + i) * d.ow + j) * d.o + o);
+                s += vx[xi] * vw[wi];
+                want_dx[xi] += gy[yi] * vw[wi];
+                want_dw[wi] += vx[xi] * gy[yi];
               }
           want[static_cast<size_t>(((n * d.oh + i) * d.ow + j) * d.o + o)] = s;
         }
   check_near(y, want, d.kh * d.kw * d.c, "naive conv");
+  check_near(dx, want_dx, d.kh * d.kw * d.o, "naive input gradient");
+  check_near(dw, want_dw, d.n * d.oh * d.ow, "naive filter gradient");
   // VALID, stride 2 over 6 rows with a 3-row window leaves the last row unread: a
   // negative trailing padding oneDNN does not take; the kernel falls back to Eigen.
   cpu::ConvDims v{1, 6, 6, 1, 3, 3, 1, 2, 2, 2, 2, 0, 0};
   std::vector<float> out(4, -9.f);
   CHECK_FALSE(cpu::onednn_conv2d_f32(v, vx.data(), vw.data(), out.data()));
   CHECK(out[0] == -9.f);
+  std::vector<float> grad(9, -9.f);
+  CHECK_FALSE(cpu::onednn_conv2d_backprop_filter_f32(v, vx.data(), vw.data(), grad.data()));
+  CHECK(grad[0] == -9.f);
 }

@@ -17,8 +17,8 @@
 // The kernels deal with empty tensors first, so the helpers only see non-empty input,
 // filter and output: every product of dims is then bounded by an allocation.
 //
-// The f32 forward runs on oneDNN when it is built in (cpu/onednn_conv.h), images sharded
-// over the pool; the im2col path stays for f64, the backprops and shapes oneDNN refuses.
+// The f32 kernels run on oneDNN when it is built in (cpu/onednn_conv.h), images sharded
+// over the pool in bands; the im2col path stays for f64 and for shapes oneDNN refuses.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -268,22 +268,58 @@ void conv_backprop_input(OpKernelContext& ctx, const ConvShape& s, const T* w, c
   });
 }
 
-// The f32 forward through oneDNN (cpu/onednn_conv.h), images sharded over our pool, one
-// single-threaded primitive per shard. False when oneDNN is not chosen or refuses the
-// shape; the caller then runs the Eigen path, which overwrites all of y.
-bool conv_forward_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* w, float* y) {
+// The f32 kernels through oneDNN (cpu/onednn_conv.h), images sharded over our pool in
+// bands, one single-threaded primitive per band. False when oneDNN is not chosen or
+// refuses the shape; the caller then runs the Eigen path, which overwrites all of its
+// output. `band(d, n0, ok)` runs one band of images [n0, n0 + d.n).
+template <typename Band>
+bool onednn_bands(OpKernelContext& ctx, const ConvShape& s, int64_t bands, Band band) {
   if (!cpu::prefer_onednn_conv()) return false;
-  const int64_t bands = std::min<int64_t>(std::max(1, ctx.device()->num_threads()), s.n);
-  const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
   std::atomic<bool> ok{true};
   ctx.device()->parallel_for(bands, gemm_cost(s.rows() / bands + 1, s.kdim(), s.o), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t n0 = s.n * b / bands, n1 = s.n * (b + 1) / bands;
       cpu::ConvDims d{n1 - n0, s.h, s.w, s.c, s.kh, s.kw, s.o, s.oh, s.ow, s.sh, s.sw, s.pad_t, s.pad_l};
-      if (!cpu::onednn_conv2d_f32(d, x + n0 * x_image, w, y + n0 * y_image)) ok = false;
+      if (!band(d, n0, b)) ok = false;
     }
   });
   return ok;
+}
+
+int64_t band_count(const OpKernelContext& ctx, const ConvShape& s) {
+  return std::min<int64_t>(std::max(1, ctx.device()->num_threads()), s.n);
+}
+
+bool conv_forward_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* w, float* y) {
+  const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
+  return onednn_bands(ctx, s, band_count(ctx, s), [&](const cpu::ConvDims& d, int64_t n0, int64_t) {
+    return cpu::onednn_conv2d_f32(d, x + n0 * x_image, w, y + n0 * y_image);
+  });
+}
+
+bool conv_backprop_input_onednn(OpKernelContext& ctx, const ConvShape& s, const float* w, const float* dy, float* dx) {
+  const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
+  return onednn_bands(ctx, s, band_count(ctx, s), [&](const cpu::ConvDims& d, int64_t n0, int64_t) {
+    return cpu::onednn_conv2d_backprop_input_f32(d, w, dy + n0 * y_image, dx + n0 * x_image);
+  });
+}
+
+// Band 0 writes dw, the others partial sums added after in band order, as the Eigen path
+// does: the result depends on the thread count but not on scheduling.
+bool conv_backprop_filter_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* dy, float* dw) {
+  const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o, size = s.kdim() * s.o;
+  const int64_t bands = band_count(ctx, s);
+  std::unique_ptr<float[]> partials = scratch<float>((bands - 1) * size);
+  const bool ok = onednn_bands(ctx, s, bands, [&](const cpu::ConvDims& d, int64_t n0, int64_t b) {
+    float* out = b == 0 ? dw : partials.get() + (b - 1) * size;
+    return cpu::onednn_conv2d_backprop_filter_f32(d, x + n0 * x_image, dy + n0 * y_image, out);
+  });
+  if (!ok) return false;
+  for (int64_t b = 1; b < bands; ++b) {
+    const float* part = partials.get() + (b - 1) * size;
+    for (int64_t i = 0; i < size; ++i) dw[i] += part[i];
+  }
+  return true;
 }
 
 class Conv2DKernel : public ConvBase {
@@ -319,8 +355,10 @@ class Conv2DBackpropInputKernel : public ConvBase {
     Tensor& dx = ctx.allocate_output(0, x.dtype(), x.shape());
     if (dx.num_elements() == 0) return;
     if (f.num_elements() == 0 || dy.num_elements() == 0) return zero(dx);
-    if (x.dtype() == DType::f32) conv_backprop_input<float>(ctx, s, f.data<float>(), dy.data<float>(), dx.data<float>());
-    else conv_backprop_input<double>(ctx, s, f.data<double>(), dy.data<double>(), dx.data<double>());
+    if (x.dtype() == DType::f32) {
+      if (!conv_backprop_input_onednn(ctx, s, f.data<float>(), dy.data<float>(), dx.data<float>()))
+        conv_backprop_input<float>(ctx, s, f.data<float>(), dy.data<float>(), dx.data<float>());
+    } else conv_backprop_input<double>(ctx, s, f.data<double>(), dy.data<double>(), dx.data<double>());
   }
 };
 
@@ -337,8 +375,10 @@ class Conv2DBackpropFilterKernel : public ConvBase {
     Tensor& dw = ctx.allocate_output(0, f.dtype(), f.shape());
     if (dw.num_elements() == 0) return;
     if (x.num_elements() == 0 || dy.num_elements() == 0) return zero(dw);
-    if (x.dtype() == DType::f32) conv_backprop_filter<float>(ctx, s, x.data<float>(), dy.data<float>(), dw.data<float>());
-    else conv_backprop_filter<double>(ctx, s, x.data<double>(), dy.data<double>(), dw.data<double>());
+    if (x.dtype() == DType::f32) {
+      if (!conv_backprop_filter_onednn(ctx, s, x.data<float>(), dy.data<float>(), dw.data<float>()))
+        conv_backprop_filter<float>(ctx, s, x.data<float>(), dy.data<float>(), dw.data<float>());
+    } else conv_backprop_filter<double>(ctx, s, x.data<double>(), dy.data<double>(), dw.data<double>());
   }
 };
 

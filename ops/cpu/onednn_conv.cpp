@@ -1,4 +1,5 @@
-// oneDNN convolution primitives cached per shape; see onednn_conv.h.
+// oneDNN convolution primitives (forward and both gradients) cached per shape; see
+// onednn_conv.h.
 #include "cpu/onednn_conv.h"
 
 #include <atomic>
@@ -28,13 +29,17 @@ bool prefer_onednn_conv() { return conv_backend() != ConvBackend::eigen; }
 
 namespace {
 
+enum class Kind { forward, backprop_input, backprop_filter };
+
 struct Key {
   ConvDims d;
+  Kind kind;
   bool operator==(const Key& o) const {
     const ConvDims& a = d;
     const ConvDims& b = o.d;
-    return a.n == b.n && a.h == b.h && a.w == b.w && a.c == b.c && a.kh == b.kh && a.kw == b.kw && a.o == b.o &&
-           a.oh == b.oh && a.ow == b.ow && a.sh == b.sh && a.sw == b.sw && a.pad_t == b.pad_t && a.pad_l == b.pad_l;
+    return kind == o.kind && a.n == b.n && a.h == b.h && a.w == b.w && a.c == b.c && a.kh == b.kh && a.kw == b.kw &&
+           a.o == b.o && a.oh == b.oh && a.ow == b.ow && a.sh == b.sh && a.sw == b.sw && a.pad_t == b.pad_t &&
+           a.pad_l == b.pad_l;
   }
 };
 
@@ -42,21 +47,23 @@ struct KeyHash {
   size_t operator()(const Key& k) const {
     const ConvDims& d = k.d;
     size_t h = 1469598103934665603ull;
-    for (int64_t v : {d.n, d.h, d.w, d.c, d.kh, d.kw, d.o, d.oh, d.ow, d.sh, d.sw, d.pad_t, d.pad_l})
+    for (int64_t v : {d.n, d.h, d.w, d.c, d.kh, d.kw, d.o, d.oh, d.ow, d.sh, d.sw, d.pad_t, d.pad_l,
+                      static_cast<int64_t>(k.kind)})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     return h;
   }
 };
 
-// x and y stay in our layout (nhwc); the filter is reordered per call from hwio into the
-// blocked layout oneDNN's direct JIT kernels read (5x5 filters of the CNN: 51K floats, a
-// few us, against 3x faster convolutions than its GEMM path on plain hwio). Immutable
-// once made; callers bring their own scratchpad (user mode) and filter buffer, so threads
-// share it.
+// x and y (and their gradients) stay in our layout (nhwc); the filter (or its gradient)
+// is reordered per call between hwio and the blocked layout oneDNN's direct JIT kernels
+// use (5x5 filters of the CNN: 51K floats, a few us, against 3x faster convolutions than
+// its GEMM path on plain hwio). Immutable once made; callers bring their own scratchpad
+// (user mode) and filter buffer, so threads share it.
 struct Entry {
   dnnl::memory::desc x, w_user, w, y, scratch;
-  dnnl::convolution_forward prim;
-  dnnl::reorder to_blocked;  // empty when the primitive reads hwio itself
+  dnnl::primitive prim;
+  dnnl::reorder w_reorder;  // hwio -> blocked (forward, input gradient) or back (filter
+                            // gradient); empty when the primitive uses hwio itself
 };
 
 dnnl::engine& engine() {
@@ -68,70 +75,98 @@ constexpr size_t kMaxEntries = 256;
 std::mutex g_mu;
 std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> g_cache;
 
-std::shared_ptr<const Entry> make_entry(const ConvDims& d) {
+// oneDNN's reference implementations are plain loops, far slower than im2col + GEMM: a
+// shape that only they take stays on the Eigen path.
+bool is_reference(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
+
+std::shared_ptr<const Entry> make_entry(const ConvDims& d, Kind kind) {
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
   auto e = std::make_shared<Entry>();
   e->x = dnnl::memory::desc({d.n, d.c, d.h, d.w}, dt::f32, tag::nhwc);
   e->w_user = dnnl::memory::desc({d.o, d.c, d.kh, d.kw}, dt::f32, tag::hwio);
   e->y = dnnl::memory::desc({d.n, d.o, d.oh, d.ow}, dt::f32, tag::nhwc);
+  const dnnl::memory::desc w_any({d.o, d.c, d.kh, d.kw}, dt::f32, tag::any);
   // Padding after the last row/column: whatever makes the output size come out.
-  const int64_t pad_b = (d.oh - 1) * d.sh + d.kh - d.h - d.pad_t;
-  const int64_t pad_r = (d.ow - 1) * d.sw + d.kw - d.w - d.pad_l;
+  const dnnl::memory::dims strides{d.sh, d.sw}, pad_l{d.pad_t, d.pad_l},
+      pad_r{(d.oh - 1) * d.sh + d.kh - d.h - d.pad_t, (d.ow - 1) * d.sw + d.kw - d.w - d.pad_l};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  auto make_pd = [&](dnnl::algorithm alg, const dnnl::memory::desc& w) {
-    dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference, alg, e->x, w, e->y, {d.sh, d.sw},
-                                       {d.pad_t, d.pad_l}, {pad_b, pad_r});
+  auto forward_pd = [&](dnnl::prop_kind prop, dnnl::algorithm alg, const dnnl::memory::desc& w) {
+    dnnl::convolution_forward::desc cd(prop, alg, e->x, w, e->y, strides, pad_l, pad_r);
     return dnnl::convolution_forward::primitive_desc(cd, attr, engine());
   };
-  dnnl::convolution_forward::primitive_desc pd;
-  try {
-    // The direct JIT kernels with the filter layout of their choice...
-    pd = make_pd(dnnl::algorithm::convolution_direct,
-                 dnnl::memory::desc({d.o, d.c, d.kh, d.kw}, dt::f32, tag::any));
-  } catch (const dnnl::error&) {
-    // ...or whatever takes the filter as it is (its GEMM path).
-    pd = make_pd(dnnl::algorithm::convolution_auto, e->w_user);
+  if (kind == Kind::forward) {
+    dnnl::convolution_forward::primitive_desc pd;
+    try {
+      // The direct JIT kernels with the filter layout of their choice...
+      pd = forward_pd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, w_any);
+    } catch (const dnnl::error&) {
+      // ...or whatever takes the filter as it is (its GEMM path).
+      pd = forward_pd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_auto, e->w_user);
+    }
+    if (is_reference(pd.impl_info_str())) return nullptr;
+    e->w = pd.weights_desc();
+    e->scratch = pd.scratchpad_desc();
+    e->prim = dnnl::convolution_forward(pd);
+  } else {
+    // Backward primitives take the forward one they mirror as a hint (direct kernels only).
+    auto hint = forward_pd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, w_any);
+    if (kind == Kind::backprop_input) {
+      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, e->x, w_any, e->y, strides, pad_l,
+                                               pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(bd, attr, engine(), hint);
+      if (is_reference(pd.impl_info_str())) return nullptr;
+      e->w = pd.weights_desc();
+      e->scratch = pd.scratchpad_desc();
+      e->prim = dnnl::convolution_backward_data(pd);
+    } else {
+      dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, e->x, w_any, e->y, strides,
+                                                  pad_l, pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(bd, attr, engine(), hint);
+      if (is_reference(pd.impl_info_str())) return nullptr;
+      e->w = pd.diff_weights_desc();
+      e->scratch = pd.scratchpad_desc();
+      e->prim = dnnl::convolution_backward_weights(pd);
+    }
   }
-  // oneDNN's reference implementation is plain loops, far slower than im2col + GEMM: a
-  // shape that only it takes stays on the Eigen path.
-  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
-  e->w = pd.weights_desc();
-  if (e->w != e->w_user) e->to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->w_user, engine(), e->w));
-  e->scratch = pd.scratchpad_desc();
-  e->prim = dnnl::convolution_forward(pd);
+  if (e->w != e->w_user) {
+    e->w_reorder = kind == Kind::backprop_filter
+                       ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->w, engine(), e->w_user))
+                       : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->w_user, engine(), e->w));
+  }
   return e;
 }
 
-std::shared_ptr<const Entry> lookup(const ConvDims& d) {
-  const Key key{d};
+std::shared_ptr<const Entry> lookup(const ConvDims& d, Kind kind) {
+  const Key key{d, kind};
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_cache.find(key);
     if (it != g_cache.end()) return it->second;
   }
-  auto e = make_entry(d);  // outside the lock: a JIT compile is slow
+  auto e = make_entry(d, kind);  // outside the lock: a JIT compile is slow
   std::lock_guard<std::mutex> lock(g_mu);
-  // A rejected shape is cached too (as null), so it is not tried again on every call.
+  // A refused shape is cached too (as null), so it is not tried again on every call.
   if (g_cache.size() >= kMaxEntries) g_cache.clear();
   return g_cache.emplace(key, std::move(e)).first->second;
 }
 
-}  // namespace
-
-bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y) {
+// Runs one convolution primitive of `kind` on this thread: `a` and `b` are its two inputs
+// (x and w; w and dy; x and dy), `out` its output (y; dx; dw), all in our layouts.
+bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* out) {
   if (d.n <= 0 || d.oh <= 0 || d.ow <= 0 || d.c <= 0 || d.o <= 0) return false;
   // Negative trailing padding (VALID with a stride that leaves input unread) is left to
   // the Eigen path.
   if ((d.oh - 1) * d.sh + d.kh - d.h - d.pad_t < 0 || (d.ow - 1) * d.sw + d.kw - d.w - d.pad_l < 0) return false;
   std::shared_ptr<const Entry> e;
   try {
-    e = lookup(d);
+    e = lookup(d, kind);
   } catch (const dnnl::error&) {
     return false;
   }
   if (!e) return false;
+  // One thread: this call's OpenMP team is the calling thread alone (see onednn_matmul.h).
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   thread_local dnnl::stream stream(engine());
   thread_local std::vector<char> scratch;
@@ -139,27 +174,49 @@ bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float*
   const size_t bytes = e->scratch.get_size();
   if (scratch.size() < bytes) scratch.resize(bytes);
   dnnl::engine& eng = engine();
-  dnnl::memory filter(e->w_user, eng, const_cast<float*>(w));
-  if (e->to_blocked) {
+  auto mem = [&](const dnnl::memory::desc& md, const float* p) { return dnnl::memory(md, eng, const_cast<float*>(p)); };
+  // The filter (or its gradient) in the primitive's layout.
+  const float* filter_user = kind == Kind::forward ? b : kind == Kind::backprop_input ? a : out;
+  dnnl::memory user = mem(e->w_user, filter_user);
+  dnnl::memory filter = user;
+  if (e->w_reorder) {
     const size_t floats = (e->w.get_size() + sizeof(float) - 1) / sizeof(float);
     if (blocked.size() < floats) blocked.resize(floats);
-    dnnl::memory to(e->w, eng, blocked.data());
-    e->to_blocked.execute(stream, filter, to);
-    filter = to;
+    filter = mem(e->w, blocked.data());
+    if (kind != Kind::backprop_filter) e->w_reorder.execute(stream, user, filter);
   }
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(e->x, eng, const_cast<float*>(x))},
-                                             {DNNL_ARG_WEIGHTS, filter},
-                                             {DNNL_ARG_DST, dnnl::memory(e->y, eng, y)}};
-  if (bytes) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e->scratch, eng, scratch.data()));
+  std::unordered_map<int, dnnl::memory> args;
+  if (kind == Kind::forward)
+    args = {{DNNL_ARG_SRC, mem(e->x, a)}, {DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DST, mem(e->y, out)}};
+  else if (kind == Kind::backprop_input)
+    args = {{DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DIFF_DST, mem(e->y, b)}, {DNNL_ARG_DIFF_SRC, mem(e->x, out)}};
+  else
+    args = {{DNNL_ARG_SRC, mem(e->x, a)}, {DNNL_ARG_DIFF_DST, mem(e->y, b)}, {DNNL_ARG_DIFF_WEIGHTS, filter}};
+  if (bytes) args.emplace(DNNL_ARG_SCRATCHPAD, mem(e->scratch, reinterpret_cast<const float*>(scratch.data())));
   e->prim.execute(stream, args);
+  if (e->w_reorder && kind == Kind::backprop_filter) e->w_reorder.execute(stream, filter, user);
   stream.wait();
   return true;
+}
+
+}  // namespace
+
+bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y) {
+  return run(d, Kind::forward, x, w, y);
+}
+bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const float* dy, float* dx) {
+  return run(d, Kind::backprop_input, w, dy, dx);
+}
+bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const float* dy, float* dw) {
+  return run(d, Kind::backprop_filter, x, dy, dw);
 }
 
 #else  // no oneDNN
 
 bool prefer_onednn_conv() { return false; }
 bool onednn_conv2d_f32(const ConvDims&, const float*, const float*, float*) { return false; }
+bool onednn_conv2d_backprop_input_f32(const ConvDims&, const float*, const float*, float*) { return false; }
+bool onednn_conv2d_backprop_filter_f32(const ConvDims&, const float*, const float*, float*) { return false; }
 
 #endif
 

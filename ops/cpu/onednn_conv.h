@@ -1,6 +1,6 @@
-// f32 2-D convolution forward through oneDNN, beside the im2col + Eigen GEMM of
-// conv_kernels.cpp. Without oneDNN at configure time onednn_conv2d_f32 returns false and
-// the Eigen path runs.
+// f32 2-D convolution (forward, input and filter gradients) through oneDNN, beside the
+// im2col + Eigen GEMM of conv_kernels.cpp. Without oneDNN at configure time these return
+// false and the Eigen path runs.
 #pragma once
 #include <cstdint>
 
@@ -16,7 +16,7 @@ struct ConvDims {
   int64_t sh = 1, sw = 1, pad_t = 0, pad_l = 0;
 };
 
-// Which implementation Conv2D's f32 forward uses (tests and benchmarks force one).
+// Which implementation Conv2D's f32 kernels (and their gradients) use (tests and benchmarks force one).
 enum class ConvBackend { automatic, eigen, onednn };
 void set_conv_backend(ConvBackend b);
 ConvBackend conv_backend();
@@ -28,5 +28,11 @@ bool prefer_onednn_conv();
 // each call runs on the calling thread only, see onednn_matmul.h), through a primitive
 // cached per shape. False (y untouched) when oneDNN is not built in or rejects the shape.
 bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y);
+// dx = the gradient of the convolution with respect to x (Conv2DBackpropInput), for the
+// images of d; dy is [n,oh,ow,o].
+bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const float* dy, float* dx);
+// dw = the gradient with respect to the filter summed over the images of d (overwritten,
+// [kh,kw,c,o]); the caller adds the partial sums of its shards in a fixed order.
+bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const float* dy, float* dw);
 
 }  // namespace actorflow::cpu
