@@ -297,3 +297,33 @@ TEST_CASE("needs python3-sklearn: a new version is swapped in under load without
   CHECK(metric(m.body, "actorflow_serve_model_version{model=\"cancer\"}") == 2);
   CHECK(server.log().find("version 3 failed to load, skipped") != std::string::npos);
 }
+
+TEST_CASE("needs python3-sklearn: 503 until a first version appears, then it is served") {
+  need_serving();
+  TempDir work("empty");
+  fs::path base = work.path / "model";
+  fs::create_directories(base);
+  ServeProcess server({"--model_name", "cancer", "--model_base_path", base.string(), "--file_system_poll_wait_seconds", "0.2"});
+  REQUIRE_MESSAGE(server.started(), server.log());
+  auto rows = feature_rows();
+  auto none = http_call(server.port(), "POST", "/v1/models/cancer:predict", instances_body(rows, 0, 1));
+  CHECK(none.status == 503);
+  CHECK(none.doc()["error"].is_string());
+  CHECK(http_call(server.port(), "GET", "/v1/models/cancer/metadata").status == 503);
+  auto status = http_call(server.port(), "GET", "/v1/models/cancer");
+  CHECK(status.status == 200);
+  CHECK(status.doc()["model_version_status"].empty());
+  CHECK(metric(http_call(server.port(), "GET", "/metrics").body, "actorflow_serve_model_version{model=\"cancer\"}") == 0);
+
+  train_and_export(work.path, base, 1, 8);
+  auto want = inference_output(work.path, base, 1);
+  Reply r;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    r = http_call(server.port(), "POST", "/v1/models/cancer:predict", instances_body(rows, 0, rows.size()));
+    if (r.status != 503) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE_MESSAGE(r.status == 200, r.body);
+  check_close(predictions(r), want);
+}

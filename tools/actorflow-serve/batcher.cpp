@@ -39,7 +39,8 @@ void Batcher::submit(std::shared_ptr<const LoadedModel> model, af::Tensor x, Don
 void Batcher::work() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    // An idle worker wakes now and then even without a notification (a bounded wait).
+    if (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_ || !queue_.empty(); })) continue;
     if (queue_.empty()) return;  // stopping, and nothing is left to answer
     auto batch = take_batch(lock);
     lock.unlock();
