@@ -32,6 +32,35 @@ struct RegisterGraph {
   # are those already registered under this handle. The daemon adds the new nodes to
   # that graph, so its session (and its variables) carry on.
   extendsHandle @2 :UInt64;
+  # Set for one partition of a graph cut over several daemons (graph_partition.h): where
+  # it runs ("/job:worker/task:1/cpu:0"), the client's session id that keys its edges, the
+  # daemon address of every location of that session, and the credits per edge.
+  location @3 :Text;
+  session @4 :UInt64;
+  peers @5 :List(PeerAddress);
+  edgeCapacity @6 :Int32;
+}
+
+struct PeerAddress {
+  location @0 :Text;
+  address @1 :Text;          # "host:port" of the daemon running that location
+}
+
+# One tensor crossing a cut edge, pushed by the producer's daemon while it holds a credit
+# of the edge; daemons send these to each other, never to clients.
+struct Edge {
+  session @0 :UInt64;
+  stepId @1 :UInt64;
+  edge @2 :UInt64;
+  toLocation @3 :Text;
+  tensor @4 :Data;           # TensorMsg bytes
+}
+
+# One credit of `edge` back to its producer at `toLocation`: the consumer took a tensor.
+struct Credit {
+  session @0 :UInt64;
+  edge @1 :UInt64;
+  toLocation @2 :Text;
 }
 
 struct StepStatus {
@@ -84,5 +113,7 @@ struct Frame {
     stepDone @6 :StepDone;
     closeGraph @7 :CloseGraph;
     heartbeat @8 :Heartbeat;
+    edge @9 :Edge;
+    credit @10 :Credit;
   }
 }

@@ -15,7 +15,8 @@ int64_t ms_until(DaemonClient::Clock::time_point t) {
 
 Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& host, uint16_t port,
                                                             const std::string& token, const std::string& label,
-                                                            Clock::time_point deadline, ConnectionOptions options) {
+                                                            Clock::time_point deadline, ConnectionOptions options,
+                                                            std::string self_task) {
   std::unique_ptr<DaemonClient> c(new DaemonClient(label));
   auto nonce = random_nonce();
   if (!nonce.ok()) return nonce.status();
@@ -64,6 +65,8 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
   char host_name[256] = {};
   if (::gethostname(host_name, sizeof host_name - 1) != 0) host_name[0] = '\0';
   std::string me = "pid " + std::to_string(::getpid()) + " on " + (host_name[0] ? host_name : "?");
+  // A daemon dialing a peer names itself by its own address (peer_table.h).
+  if (!self_task.empty()) me = std::move(self_task);
   Handshake hs(Handshake::Side::client, Identity{"client", me, random_incarnation()}, token, *nonce);
   c->conn_ = Connection::create(std::move(socket), std::move(hs), options, label);
   DaemonClient* raw = c.get();
@@ -111,6 +114,10 @@ Status DaemonClient::wait(std::unique_lock<std::mutex>& lock, Clock::time_point 
 }
 
 void DaemonClient::on_message(Message&& m) {
+  if (other_ && (std::holds_alternative<EdgeFrameMsg>(m) || std::holds_alternative<CreditMsg>(m))) {
+    other_(std::move(m));
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto* r = std::get_if<RegisteredMsg>(&m)) {
     auto it = registrations_.find(r->request_id);
@@ -134,13 +141,23 @@ bool DaemonClient::alive() const {
 }
 
 Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends) {
+  RegisterGraphMsg m;
+  m.graph_def = std::move(graph_def);
+  m.extends_handle = extends;
+  return register_message(std::move(m), deadline);
+}
+
+void DaemonClient::post(Message m) { conn_->send(std::move(m)); }
+
+Result<uint64_t> DaemonClient::register_message(RegisterGraphMsg m, Clock::time_point deadline) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_request_++;
     registrations_[id];
   }
-  if (Status sent = conn_->send_checked(RegisterGraphMsg{id, std::move(graph_def), extends}); !sent.ok()) {
+  m.request_id = id;
+  if (Status sent = conn_->send_checked(m); !sent.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     registrations_.erase(id);
     return sent;

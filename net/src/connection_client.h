@@ -27,11 +27,18 @@ class DaemonClient {
   // by `deadline`. `label` names the daemon in errors ("af://127.0.0.1:2222").
   static Result<std::unique_ptr<DaemonClient>> connect(const std::string& host, uint16_t port, const std::string& token,
                                                        const std::string& label, Clock::time_point deadline,
-                                                       ConnectionOptions options = {});
+                                                       ConnectionOptions options = {}, std::string self_task = {});
   ~DaemonClient();
 
   // extends: 0 for a new graph, else the handle whose graph grew (see net.capnp).
   Result<uint64_t> register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends = 0);
+  // A RegisterGraph as given (a partition's); its request id is set here.
+  Result<uint64_t> register_message(RegisterGraphMsg m, Clock::time_point deadline);
+  // Queues a message that expects no answer (an Edge or Credit between daemons).
+  void post(Message m);
+  // Called on the io thread with every message that answers no call (Edge and Credit
+  // frames from a peer daemon). Set it before sending anything.
+  void set_message_handler(std::function<void(Message&&)> h) { other_ = std::move(h); }
   Result<StepDoneMsg> run_step(RunStepMsg m, Clock::time_point deadline);
   void close_graph(uint64_t handle);
 
@@ -63,6 +70,7 @@ class DaemonClient {
   uint64_t next_request_ = 1;
   std::map<uint64_t, std::optional<RegisteredMsg>> registrations_;
   std::map<uint64_t, std::optional<StepDoneMsg>> steps_;
+  std::function<void(Message&&)> other_;
 };
 
 }  // namespace actorflow::net

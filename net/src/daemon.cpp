@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "connection.h"
+#include "partition_service.h"
+#include "peer_table.h"
 #include "token.h"
 #include "worker_service.h"
 
@@ -41,6 +43,10 @@ struct NodeDaemon::Impl {
   std::thread io_thread;
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<WorkerService> service;
+  // Graphs cut over several daemons: the connections to the other daemons, and the
+  // partitions registered here.
+  std::unique_ptr<PeerTable> peers;
+  std::unique_ptr<PartitionService> partitions;
   // io thread only.
   std::map<uint64_t, std::shared_ptr<Connection>> conns;
   uint64_t next_conn = 1;
@@ -88,8 +94,10 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
   std::weak_ptr<Connection> weak = c;
   auto authenticated = std::make_shared<bool>(false);
   c->start(Connection::Handlers{
-      [this, label, authenticated](const Identity& peer) {
+      [this, label, authenticated, weak](const Identity& peer) {
         *authenticated = true;
+        if (peer.task.rfind(kPeerPrefix, 0) == 0)
+          if (auto c = weak.lock()) peers->accepted(peer.task.substr(std::string(kPeerPrefix).size()), c);
         log("connection from " + label + " (client '" + peer.task + "') authenticated");
       },
       [this, id, weak](Message&& m) {
@@ -104,14 +112,29 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
         log("connection from " + label + " closed: " + why.to_string());
         // Freeing sessions stops actors: not on the io thread.
         pool->post([this, id, label] {
-          size_t n = service->close_owner(id);
+          size_t n = service->close_owner(id) + partitions->close_owner(id);
           if (n > 0) log("freed " + std::to_string(n) + " graph(s) of the connection from " + label);
         });
       }});
 }
 
 void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>& c, Message&& m) {
-  if (auto* r = std::get_if<RegisterGraphMsg>(&m)) {
+  if (std::holds_alternative<EdgeFrameMsg>(m) || std::holds_alternative<CreditMsg>(m)) {
+    // Never blocks: it hands the bytes to a rendezvous.
+    partitions->deliver(m);
+    return;
+  }
+  if (auto* r = std::get_if<RegisterGraphMsg>(&m); r && !r->location.empty()) {
+    pool->post([this, id, c, r = std::move(*r)] {
+      RegisteredMsg reply{r.request_id, 0, Status::OK()};
+      auto h = partitions->register_partition(r, id, std::chrono::steady_clock::now() + std::chrono::seconds(10));
+      if (h.ok()) reply.handle = *h;
+      else reply.status = h.status();
+      log("partition " + r.location + " for " + c->label() +
+          (h.ok() ? " registered as " + std::to_string(*h) : ": " + h.status().to_string()));
+      c->send(std::move(reply));
+    });
+  } else if (auto* r = std::get_if<RegisterGraphMsg>(&m)) {
     pool->post([this, id, c, r = std::move(*r)] {
       RegisteredMsg reply{r.request_id, 0, Status::OK()};
       if (r.extends_handle != 0) {
@@ -135,7 +158,7 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     });
   } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
     pool->post([this, id, c, s = std::move(*s)] {
-      StepDoneMsg done = service->run_step(s, id);
+      StepDoneMsg done = PartitionService::is_partition(s.handle) ? partitions->run_step(s, id) : service->run_step(s, id);
       ++steps_run;
       if (!done.status.ok())
         log("step " + std::to_string(s.step_id) + " of graph " + std::to_string(s.handle) + " for " + c->label() +
@@ -147,7 +170,10 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     });
   } else if (auto* cg = std::get_if<CloseGraphMsg>(&m)) {
     uint64_t handle = cg->handle;
-    pool->post([this, id, handle] { service->close_graph(handle, id); });
+    pool->post([this, id, handle] {
+      if (PartitionService::is_partition(handle)) partitions->close_graph(handle, id);
+      else service->close_graph(handle, id);
+    });
   } else {
     c->close(data_loss(std::string("a client may not send ") + message_name(m)));
   }
@@ -186,6 +212,8 @@ void NodeDaemon::Impl::shutdown() {
   log("shutdown: " + std::to_string(n) + " connection(s) closed, " + std::to_string(in_flight) +
       " step(s) in flight " + (drained ? "drained" : "NOT drained within the drain timeout") + ", " +
       std::to_string(steps_run.load()) + " step(s) run in all");
+  partitions.reset();
+  peers.reset();
   service.reset();
 }
 
@@ -241,6 +269,11 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   impl->address = endpoint_text(bound);
   std::string where = opts.task + " at " + impl->address;
   impl->service = std::make_unique<WorkerService>(where);
+  Impl* self = impl.get();
+  impl->peers = std::make_unique<PeerTable>(impl->address, opts.token, [self](Message&& m) {
+    if (self->partitions) self->partitions->deliver(m);
+  });
+  impl->partitions = std::make_unique<PartitionService>(where, *impl->peers);
   impl->pool = std::make_unique<WorkerPool>(opts.worker_threads);
   impl->accept();
   Impl* raw = impl.get();

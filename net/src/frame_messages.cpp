@@ -50,6 +50,14 @@ struct Writer {
     b.setRequestId(m.request_id);
     b.setGraphDef(bytes_of(m.graph_def));
     b.setExtendsHandle(m.extends_handle);
+    b.setLocation(text(m.location));
+    b.setSession(m.session);
+    b.setEdgeCapacity(m.edge_capacity);
+    auto peers = b.initPeers(static_cast<unsigned>(m.peers.size()));
+    for (unsigned i = 0; i < peers.size(); ++i) {
+      peers[i].setLocation(text(m.peers[i].first));
+      peers[i].setAddress(text(m.peers[i].second));
+    }
   }
   void operator()(const RegisteredMsg& m) {
     auto b = f.initRegistered();
@@ -81,6 +89,20 @@ struct Writer {
   }
   void operator()(const CloseGraphMsg& m) { f.initCloseGraph().setHandle(m.handle); }
   void operator()(const HeartbeatMsg& m) { f.initHeartbeat().setSentAtMs(m.sent_at_ms); }
+  void operator()(const EdgeFrameMsg& m) {
+    auto b = f.initEdge();
+    b.setSession(m.session);
+    b.setStepId(m.step_id);
+    b.setEdge(m.edge);
+    b.setToLocation(text(m.to_location));
+    b.setTensor(bytes_of(m.tensor));
+  }
+  void operator()(const CreditMsg& m) {
+    auto b = f.initCredit();
+    b.setSession(m.session);
+    b.setEdge(m.edge);
+    b.setToLocation(text(m.to_location));
+  }
 };
 
 Result<Message> read_frame(wire::Frame::Reader f) {
@@ -93,7 +115,12 @@ Result<Message> read_frame(wire::Frame::Reader f) {
     case wire::Frame::WELCOME: return Message{WelcomeMsg{f.getWelcome().getMaxMessageBytes()}};
     case wire::Frame::REGISTER_GRAPH: {
       auto r = f.getRegisterGraph();
-      return Message{RegisterGraphMsg{r.getRequestId(), to_string(r.getGraphDef()), r.getExtendsHandle()}};
+      RegisterGraphMsg m{r.getRequestId(), to_string(r.getGraphDef()), r.getExtendsHandle()};
+      m.location = str(r.getLocation());
+      m.session = r.getSession();
+      m.edge_capacity = r.getEdgeCapacity();
+      for (auto p : r.getPeers()) m.peers.emplace_back(str(p.getLocation()), str(p.getAddress()));
+      return Message{std::move(m)};
     }
     case wire::Frame::REGISTERED: {
       auto r = f.getRegistered();
@@ -120,6 +147,14 @@ Result<Message> read_frame(wire::Frame::Reader f) {
     }
     case wire::Frame::CLOSE_GRAPH: return Message{CloseGraphMsg{f.getCloseGraph().getHandle()}};
     case wire::Frame::HEARTBEAT: return Message{HeartbeatMsg{f.getHeartbeat().getSentAtMs()}};
+    case wire::Frame::EDGE: {
+      auto r = f.getEdge();
+      return Message{EdgeFrameMsg{r.getSession(), r.getStepId(), r.getEdge(), str(r.getToLocation()), to_string(r.getTensor())}};
+    }
+    case wire::Frame::CREDIT: {
+      auto r = f.getCredit();
+      return Message{CreditMsg{r.getSession(), r.getEdge(), str(r.getToLocation())}};
+    }
   }
   return data_loss("frame holds an unknown message (union member " + std::to_string(static_cast<int>(f.which())) + ")");
 }
@@ -128,7 +163,7 @@ Result<Message> read_frame(wire::Frame::Reader f) {
 
 const char* message_name(const Message& m) {
   static const char* names[] = {"Hello",   "AuthProof", "Welcome",    "RegisterGraph", "Registered",
-                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat"};
+                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit"};
   return names[m.index()];
 }
 

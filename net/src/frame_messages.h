@@ -34,6 +34,11 @@ struct RegisterGraphMsg {
   uint64_t request_id = 0;
   std::string graph_def;
   uint64_t extends_handle = 0;  // not 0: add the new nodes to this registered graph
+  // A partition of a graph over several daemons (location set), see net.capnp.
+  std::string location;
+  uint64_t session = 0;
+  std::vector<std::pair<std::string, std::string>> peers;  // location -> "host:port"
+  int32_t edge_capacity = 0;
 };
 struct RegisteredMsg {
   uint64_t request_id = 0;
@@ -59,10 +64,22 @@ struct CloseGraphMsg {
 struct HeartbeatMsg {
   int64_t sent_at_ms = 0;
 };
+struct EdgeFrameMsg {
+  uint64_t session = 0;
+  uint64_t step_id = 0;
+  uint64_t edge = 0;
+  std::string to_location;
+  std::string tensor;  // TensorMsg bytes
+};
+struct CreditMsg {
+  uint64_t session = 0;
+  uint64_t edge = 0;
+  std::string to_location;
+};
 
 // The order matches the Frame union of net.capnp: the header's type is index + 1.
 using Message = std::variant<HelloMsg, AuthProofMsg, WelcomeMsg, RegisterGraphMsg, RegisteredMsg, RunStepMsg,
-                             StepDoneMsg, CloseGraphMsg, HeartbeatMsg>;
+                             StepDoneMsg, CloseGraphMsg, HeartbeatMsg, EdgeFrameMsg, CreditMsg>;
 
 inline uint16_t frame_type(const Message& m) { return static_cast<uint16_t>(m.index() + 1); }
 const char* message_name(const Message& m);

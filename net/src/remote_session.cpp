@@ -16,6 +16,7 @@
 
 #include "actorflow/session.h"
 #include "actorflow/tensor_codec.h"
+#include "cluster_session.h"
 #include "connection_client.h"
 #include "token.h"
 
@@ -194,6 +195,8 @@ class RemoteSession final : public SessionImpl {
 };
 
 Result<std::unique_ptr<SessionImpl>> make_remote_session(Graph& g, const SessionOptions& opts) {
+  // A list of daemons: the graph is cut over them (cluster_session.h).
+  if (is_cluster_target(opts.target)) return make_cluster_session(g, opts);
   AF_ASSIGN_OR_RETURN(Target t, parse_target(opts.target));
   // A client without a token can still reach an --insecure daemon.
   auto token = load_token();

@@ -1,0 +1,293 @@
+// The cluster session (cluster_session.h), TF's MasterSession kept small: per kind of
+// step (fetches, feeds, targets) it prunes the graph to what the step needs, cuts it
+// with partition() by location, registers every partition on the daemon of its task
+// (each listing every location's daemon address, so the daemons can exchange edges
+// directly), then runs each step as one RunStep per partition, all with the same step id,
+// concurrently, and gathers the fetches. Every wait is bounded: a step without a timeout
+// gets kDefaultStepTimeoutMs, so a partition whose peer died fails instead of hanging.
+// The graph is registered again, with fresh variables, when it has grown.
+#include "cluster_session.h"
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "actorflow/device_name.h"
+#include "actorflow/graph_partition.h"
+#include "actorflow/tensor_codec.h"
+#include "connection_client.h"
+#include "token.h"
+
+namespace actorflow::net {
+namespace {
+
+constexpr int64_t kDefaultStepTimeoutMs = 60000;
+constexpr int64_t kConnectTimeoutMs = 10000;
+
+struct TaskAddress {
+  std::string task;  // "/job:worker/task:0"
+  std::string host;
+  uint16_t port = 0;
+  std::string address() const { return host + ":" + std::to_string(port); }
+};
+
+Result<std::vector<TaskAddress>> parse_cluster_target(const std::string& target) {
+  std::vector<TaskAddress> out;
+  size_t i = 0;
+  int index = 0;
+  while (i <= target.size()) {
+    size_t j = target.find(',', i);
+    if (j == std::string::npos) j = target.size();
+    std::string entry = target.substr(i, j - i);
+    i = j + 1;
+    if (entry.empty()) continue;
+    auto bad = [&](const std::string& why) {
+      return invalid_argument("cluster target '" + target + "': entry '" + entry + "' " + why +
+                              " (want af://host:port or /job:J/task:T=af://host:port, comma-separated)");
+    };
+    TaskAddress t;
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) {
+      auto d = parse_device_name(entry.substr(0, eq));
+      if (!d.ok() || !d->has_job() || !d->has_task() || d->has_device()) return bad("has a bad task name");
+      t.task = d->task_name();
+      entry = entry.substr(eq + 1);
+    } else {
+      t.task = "/job:worker/task:" + std::to_string(index);
+    }
+    ++index;
+    if (entry.rfind("af://", 0) != 0) return bad("does not start with af://");
+    std::string rest = entry.substr(5);
+    size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0) return bad("has no port");
+    t.host = rest.substr(0, colon);
+    std::string port = rest.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return bad("has a bad port");
+    int p = std::stoi(port);
+    if (p < 1 || p > 65535) return bad("has a port out of range");
+    t.port = static_cast<uint16_t>(p);
+    for (auto& o : out)
+      if (o.task == t.task) return bad("repeats task " + t.task);
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) return invalid_argument("cluster target '" + target + "' lists no daemon");
+  return out;
+}
+
+class ClusterSession final : public SessionImpl {
+ public:
+  ClusterSession(Graph& g, const SessionOptions& opts, std::vector<TaskAddress> tasks, std::string token)
+      : graph_(g), opts_(opts), tasks_(std::move(tasks)), token_(std::move(token)) {
+    std::random_device rd;
+    session_base_ = (static_cast<uint64_t>(rd()) << 32 | rd()) & ~uint64_t{0xffff};
+  }
+  ~ClusterSession() override { (void)close(); }
+
+  Result<std::vector<Tensor>> run(const RunRequest& req) override {
+    int64_t timeout_ms = req.options.timeout_ms > 0 ? req.options.timeout_ms : opts_.step_timeout_ms;
+    if (timeout_ms <= 0) timeout_ms = kDefaultStepTimeoutMs;
+    auto deadline = DaemonClient::Clock::now() + std::chrono::milliseconds(timeout_ms);
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> kind, kind_for(req));
+    uint64_t step = next_step_++;
+    // Split the request by location.
+    std::map<std::string, RunStepMsg> msgs;
+    for (auto& [loc, p] : kind->parts) {
+      RunStepMsg& m = msgs[loc];
+      m.handle = p.handle;
+      m.step_id = step;
+    }
+    std::vector<std::pair<std::string, size_t>> where(req.fetches.size(), {"", SIZE_MAX});
+    for (size_t i = 0; i < req.fetches.size(); ++i) {
+      const Fetch& f = req.fetches[i];
+      AF_ASSIGN_OR_RETURN(std::string loc, location_of(*kind, f.output.node().name));
+      if (f.is_op) {
+        msgs[loc].targets.push_back(f.output.node().name);
+      } else {
+        where[i] = {loc, msgs[loc].fetches.size()};
+        msgs[loc].fetches.push_back(f.output.name());
+      }
+    }
+    for (auto& op : req.targets) {
+      AF_ASSIGN_OR_RETURN(std::string loc, location_of(*kind, op.name()));
+      msgs[loc].targets.push_back(op.name());
+    }
+    for (auto& [out, value] : req.feeds) {
+      auto it = kind->meta_location.find(out.node().name);
+      if (it == kind->meta_location.end()) continue;  // nothing this step needs reads it
+      TensorMessage tm;
+      tm.step_id = static_cast<int64_t>(step);
+      tm.producer = out.name();
+      tm.tensor = value;
+      msgs[it->second].feeds.emplace_back(out.name(), encode_tensor_message(tm));
+    }
+    std::map<std::string, std::future<Result<StepDoneMsg>>> running;
+    for (auto& [loc, m] : msgs) {
+      auto client = kind->parts.at(loc).client;
+      running[loc] = std::async(std::launch::async, [client, m = std::move(m), deadline]() mutable {
+        return client->run_step(std::move(m), deadline);
+      });
+    }
+    std::map<std::string, StepDoneMsg> done;
+    Status first, root;
+    for (auto& [loc, fut] : running) {
+      auto r = fut.get();
+      Status s = r.ok() ? r->status : r.status();
+      if (!s.ok()) {
+        if (first.ok()) first = s;
+        // A partition aborted because another failed is not the cause: prefer the other.
+        if (root.ok() && s.code() != Code::deadline_exceeded && s.code() != Code::cancelled) root = s;
+        if (!r.ok()) forget(*kind);
+        continue;
+      }
+      done[loc] = std::move(*r);
+    }
+    if (!root.ok()) return root;
+    if (!first.ok()) return first;
+    std::vector<Tensor> out(req.fetches.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      auto& [loc, k] = where[i];
+      if (k == SIZE_MAX) continue;
+      auto& fetched = done[loc].fetched;
+      if (k >= fetched.size()) return data_loss("the daemon of " + loc + " answered too few tensors");
+      auto t = decode_tensor_message(std::move(fetched[k]));
+      if (!t.ok()) return t.status().with_context("a tensor fetched from " + loc);
+      out[i] = std::move(t->tensor);
+    }
+    return out;
+  }
+
+  Status close() override {
+    std::map<std::string, std::shared_ptr<Kind>> kinds;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return Status::OK();
+      closed_ = true;
+      kinds.swap(kinds_);
+    }
+    // Closing each connection frees its partitions on the daemon.
+    return Status::OK();
+  }
+
+ private:
+  struct Part {
+    std::shared_ptr<DaemonClient> client;
+    uint64_t handle = 0;
+  };
+  // One kind of step, registered.
+  struct Kind {
+    uint64_t graph_version = 0;
+    std::map<std::string, Part> parts;                    // location -> its daemon and handle
+    std::map<std::string, std::string> meta_location;     // node name -> location
+    bool broken = false;
+  };
+
+  Result<std::string> location_of(const Kind& k, const std::string& node) const {
+    auto it = k.meta_location.find(node);
+    if (it == k.meta_location.end()) return internal_error("node '" + node + "' was not placed");
+    return it->second;
+  }
+
+  void forget(Kind& k) {
+    std::lock_guard<std::mutex> lock(mu_);
+    k.broken = true;
+  }
+
+  static std::string request_key(const RunRequest& req) {
+    std::string key;
+    for (auto& f : req.fetches) key += (f.is_op ? "o" : "f") + f.output.name() + ";";
+    for (auto& [o, v] : req.feeds) key += "i" + o.name() + ";";
+    for (auto& t : req.targets) key += "t" + t.name() + ";";
+    return key;
+  }
+
+  Result<std::shared_ptr<Kind>> kind_for(const RunRequest& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return failed_precondition("session is closed");
+    std::string key = request_key(req);
+    auto it = kinds_.find(key);
+    if (it != kinds_.end() && !it->second->broken && it->second->graph_version == graph_.version()) return it->second;
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> k, register_kind(req));
+    kinds_[key] = k;
+    return k;
+  }
+
+  Result<std::shared_ptr<Kind>> register_kind(const RunRequest& req) {
+    auto deadline = DaemonClient::Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+    std::vector<int> wanted;
+    for (auto& f : req.fetches) wanted.push_back(f.output.node_id());
+    for (auto& t : req.targets) wanted.push_back(t.node_id());
+    PartitionOptions popts;
+    popts.default_location = tasks_.front().task + "/cpu:0";
+    popts.nodes = graph_.prune(wanted);
+    AF_ASSIGN_OR_RETURN(Partitions parts, partition(graph_, popts));
+    std::map<std::string, const TaskAddress*> by_task;
+    for (auto& t : tasks_) by_task[t.task] = &t;
+    auto k = std::make_shared<Kind>();
+    k->graph_version = graph_.version();
+    k->meta_location = parts.location_of;
+    std::vector<std::pair<std::string, std::string>> peers;
+    std::map<std::string, const TaskAddress*> daemon_of;
+    for (auto& [loc, pg] : parts.graphs) {
+      AF_ASSIGN_OR_RETURN(DeviceName d, parse_device_name(loc));
+      auto t = by_task.find(d.task_name());
+      if (t == by_task.end()) {
+        std::string node;
+        for (auto& [n, l] : parts.location_of)
+          if (l == loc) { node = n; break; }
+        return invalid_argument("node '" + node + "' is placed on " + d.task_name() +
+                                ", which the cluster target '" + opts_.target + "' does not list");
+      }
+      daemon_of[loc] = t->second;
+      peers.emplace_back(loc, t->second->address());
+    }
+    uint64_t session = session_base_ + (++kinds_made_);
+    for (auto& [loc, pg] : parts.graphs) {
+      const TaskAddress& t = *daemon_of.at(loc);
+      std::string label = "af://" + t.address() + " (" + t.task + ")";
+      auto c = DaemonClient::connect(t.host, t.port, token_, label, deadline);
+      if (!c.ok()) return c.status();
+      Part p;
+      p.client = std::shared_ptr<DaemonClient>(std::move(c).value());
+      RegisterGraphMsg m;
+      m.graph_def = pg->serialize();
+      m.location = loc;
+      m.session = session;
+      m.peers = peers;
+      m.edge_capacity = opts_.edge_capacity;
+      auto h = p.client->register_message(std::move(m), deadline);
+      if (!h.ok()) return h.status().with_context("registering the partition for " + loc + " on " + label);
+      p.handle = *h;
+      k->parts[loc] = std::move(p);
+    }
+    return k;
+  }
+
+  Graph& graph_;
+  SessionOptions opts_;
+  std::vector<TaskAddress> tasks_;
+  std::string token_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Kind>> kinds_;
+  uint64_t session_base_ = 0;
+  uint64_t kinds_made_ = 0;
+  bool closed_ = false;
+  std::atomic<uint64_t> next_step_{1};
+};
+
+}  // namespace
+
+bool is_cluster_target(const std::string& target) {
+  return target.find(',') != std::string::npos || target.find('=') != std::string::npos;
+}
+
+Result<std::unique_ptr<SessionImpl>> make_cluster_session(Graph& g, const SessionOptions& opts) {
+  AF_ASSIGN_OR_RETURN(std::vector<TaskAddress> tasks, parse_cluster_target(opts.target));
+  auto token = load_token();
+  if (!token.ok() && token.status().code() != Code::not_found) return token.status();
+  return std::unique_ptr<SessionImpl>(
+      std::make_unique<ClusterSession>(g, opts, std::move(tasks), token.ok() ? *token : std::string()));
+}
+
+}  // namespace actorflow::net

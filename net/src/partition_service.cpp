@@ -1,0 +1,183 @@
+// Partitions on a daemon and the RemoteEdges that joins them to the other daemons; see
+// partition_service.h.
+#include "partition_service.h"
+
+#include "actorflow/tensor_codec.h"
+
+namespace actorflow::net {
+namespace {
+
+// The RemoteEdges of one session's partition: frames to the daemon that holds the
+// destination location, or straight to the rendezvous when that is this daemon.
+class PeerEdges final : public runtime::RemoteEdges {
+ public:
+  PeerEdges(uint64_t session, std::map<std::string, std::string> addresses, PeerTable& peers, PartitionService& local)
+      : session_(session), addresses_(std::move(addresses)), peers_(peers), local_(local) {}
+
+  Status send_edge(const std::string& to, int64_t step, int64_t edge, runtime::EdgeBytes bytes) override {
+    AF_ASSIGN_OR_RETURN(std::string address, address_of(to));
+    if (address == peers_.self()) {
+      local_.deliver_edge(session_, to, step, edge, std::move(bytes));
+      return Status::OK();
+    }
+    return peers_.send(address, EdgeFrameMsg{session_, static_cast<uint64_t>(step), static_cast<uint64_t>(edge), to, *bytes});
+  }
+
+  Status return_credit(const std::string& to, int64_t edge) override {
+    AF_ASSIGN_OR_RETURN(std::string address, address_of(to));
+    if (address == peers_.self()) {
+      local_.deliver_credit(session_, to, edge);
+      return Status::OK();
+    }
+    return peers_.send(address, CreditMsg{session_, static_cast<uint64_t>(edge), to});
+  }
+
+ private:
+  Result<std::string> address_of(const std::string& location) const {
+    auto it = addresses_.find(location);
+    if (it == addresses_.end()) return not_found("no daemon address for location " + location);
+    return it->second;
+  }
+  uint64_t session_;
+  std::map<std::string, std::string> addresses_;
+  PeerTable& peers_;
+  PartitionService& local_;
+};
+
+}  // namespace
+
+struct PartitionService::Entry {
+  uint64_t owner = 0;
+  uint64_t session = 0;
+  std::string location;
+  std::shared_ptr<runtime::EdgeRendezvous> rendezvous;
+  std::unique_ptr<runtime::PartitionExecutor> executor;
+};
+
+PartitionService::PartitionService(std::string where, PeerTable& peers) : where_(std::move(where)), peers_(peers) {}
+
+PartitionService::~PartitionService() {
+  std::map<uint64_t, std::shared_ptr<Entry>> gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  gone.swap(entries_);
+}
+
+Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m, uint64_t owner,
+                                                      DaemonClient::Clock::time_point deadline) {
+  std::map<std::string, std::string> addresses(m.peers.begin(), m.peers.end());
+  if (!addresses.count(m.location))
+    return invalid_argument("the partition for " + m.location + " lists no daemon address for its own location");
+  for (auto& [loc, address] : addresses) AF_RETURN_IF_ERROR(peers_.connect_if_lower(address, deadline));
+  auto graph = Graph::deserialize(m.graph_def);
+  if (!graph.ok()) return graph.status().with_context("the partition for " + m.location + " on " + where_);
+  auto transport = std::make_shared<PeerEdges>(m.session, std::move(addresses), peers_, *this);
+  auto e = std::make_shared<Entry>();
+  e->owner = owner;
+  e->session = m.session;
+  e->location = m.location;
+  e->rendezvous = std::make_shared<runtime::EdgeRendezvous>(m.location, transport, m.edge_capacity);
+  SessionOptions opts;
+  opts.edge_capacity = m.edge_capacity < 1 ? 2 : m.edge_capacity;
+  auto ex = runtime::make_partition_executor(std::move(graph).value(), e->rendezvous, opts);
+  if (!ex.ok()) return ex.status().with_context("the partition for " + m.location + " on " + where_);
+  e->executor = std::move(ex).value();
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t handle = next_handle_++;
+  entries_[handle] = e;
+  routes_[{m.session, m.location}] = e->rendezvous;
+  return handle;
+}
+
+StepDoneMsg PartitionService::run_step(const RunStepMsg& m, uint64_t owner) {
+  StepDoneMsg done;
+  done.step_id = m.step_id;
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(m.handle);
+    if (it != entries_.end() && it->second->owner == owner) e = it->second;
+  }
+  if (!e) {
+    done.status = not_found("no partition with handle " + std::to_string(m.handle) + " on " + where_);
+    return done;
+  }
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (auto& [name, bytes] : m.feeds) {
+    auto t = decode_tensor_message(bytes);
+    if (!t.ok()) {
+      done.status = t.status().with_context("the feed '" + name + "' on " + where_);
+      return done;
+    }
+    feeds.emplace_back(name, std::move(t->tensor));
+  }
+  auto out = e->executor->run_step(static_cast<int64_t>(m.step_id), feeds, m.fetches, m.targets, m.timeout_ms);
+  if (!out.ok()) {
+    done.status = out.status().with_context("on " + e->location + " (" + where_ + ")");
+    return done;
+  }
+  for (size_t i = 0; i < out->size(); ++i) {
+    TensorMessage tm;
+    tm.step_id = static_cast<int64_t>(m.step_id);
+    tm.producer = m.fetches[i];
+    tm.tensor = std::move((*out)[i]);
+    done.fetched.push_back(encode_tensor_message(tm));
+  }
+  return done;
+}
+
+void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
+  std::shared_ptr<Entry> gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(handle);
+  if (it != entries_.end() && it->second->owner == owner) {
+    gone = std::move(it->second);
+    entries_.erase(it);
+  }
+}
+
+size_t PartitionService::close_owner(uint64_t owner) {
+  std::vector<std::shared_ptr<Entry>> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second->owner == owner) {
+        gone.push_back(std::move(it->second));
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return gone.size();
+}
+
+std::shared_ptr<runtime::EdgeRendezvous> PartitionService::route(uint64_t session, const std::string& location) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = routes_.find({session, location});
+  if (it == routes_.end()) return nullptr;
+  auto r = it->second.lock();
+  if (!r) routes_.erase(it);
+  return r;
+}
+
+void PartitionService::deliver_edge(uint64_t session, const std::string& to, int64_t step, int64_t edge,
+                                    runtime::EdgeBytes bytes) {
+  // A frame for a session whose partition is gone (closed, or the client went away) has
+  // no one to wait for it.
+  if (auto r = route(session, to)) r->on_edge(step, edge, std::move(bytes));
+}
+
+void PartitionService::deliver_credit(uint64_t session, const std::string& to, int64_t edge) {
+  if (auto r = route(session, to)) r->on_credit(edge);
+}
+
+void PartitionService::deliver(const Message& m) {
+  if (auto* e = std::get_if<EdgeFrameMsg>(&m)) {
+    deliver_edge(e->session, e->to_location, static_cast<int64_t>(e->step_id), static_cast<int64_t>(e->edge),
+                 std::make_shared<const std::string>(e->tensor));
+  } else if (auto* c = std::get_if<CreditMsg>(&m)) {
+    deliver_credit(c->session, c->to_location, static_cast<int64_t>(c->edge));
+  }
+}
+
+}  // namespace actorflow::net

@@ -1,0 +1,55 @@
+// What a daemon does with the partitions of graphs cut over several daemons (TF's
+// GraphMgr for partitions): each RegisterGraph that names a location becomes a
+// PartitionExecutor whose _Send/_Recv nodes exchange Edge and Credit frames with the
+// other daemons of that client session through the PeerTable; RunStep runs it with the
+// client's step id, which every partition of the step shares.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "actorflow/runtime/partition_executor.h"
+#include "frame_messages.h"
+#include "peer_table.h"
+
+namespace actorflow::net {
+
+// Partition handles live above WorkerService's, so one RunStep handle says which it is.
+inline constexpr uint64_t kFirstPartitionHandle = uint64_t{1} << 40;
+
+class PartitionService {
+ public:
+  // `where` names this daemon in errors; `peers` outlives the service.
+  PartitionService(std::string where, PeerTable& peers);
+  ~PartitionService();
+
+  // Registers one partition for connection `owner`, after dialing the peers this daemon
+  // must dial (the lower address dials) by `deadline`.
+  Result<uint64_t> register_partition(const RegisterGraphMsg& m, uint64_t owner,
+                                      DaemonClient::Clock::time_point deadline);
+  static bool is_partition(uint64_t handle) { return handle >= kFirstPartitionHandle; }
+  // Runs one step; blocks (a worker thread). Errors name this daemon and the location.
+  StepDoneMsg run_step(const RunStepMsg& m, uint64_t owner);
+  void close_graph(uint64_t handle, uint64_t owner);
+  size_t close_owner(uint64_t owner);
+  // An Edge or Credit frame from a peer daemon (any thread).
+  void deliver(const Message& m);
+  // The same, for a session's locations on this daemon.
+  void deliver_edge(uint64_t session, const std::string& to, int64_t step, int64_t edge, runtime::EdgeBytes bytes);
+  void deliver_credit(uint64_t session, const std::string& to, int64_t edge);
+
+ private:
+  struct Entry;
+  std::shared_ptr<runtime::EdgeRendezvous> route(uint64_t session, const std::string& location);
+
+  std::string where_;
+  PeerTable& peers_;
+  std::mutex mu_;
+  std::map<uint64_t, std::shared_ptr<Entry>> entries_;
+  std::map<std::pair<uint64_t, std::string>, std::weak_ptr<runtime::EdgeRendezvous>> routes_;
+  uint64_t next_handle_ = kFirstPartitionHandle;
+};
+
+}  // namespace actorflow::net

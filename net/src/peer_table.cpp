@@ -1,0 +1,66 @@
+// Connections between daemons; see peer_table.h.
+#include "peer_table.h"
+
+namespace actorflow::net {
+
+PeerTable::PeerTable(std::string self_address, std::string token, std::function<void(Message&&)> on_message)
+    : self_(std::move(self_address)), token_(std::move(token)), on_message_(std::move(on_message)) {}
+
+PeerTable::~PeerTable() {
+  std::map<std::string, std::shared_ptr<DaemonClient>> dialed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dialed.swap(dialed_);
+  }
+}
+
+Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline) {
+  if (address == self_ || !(self_ < address)) return Status::OK();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = dialed_.find(address);
+    if (it != dialed_.end() && it->second->alive()) return Status::OK();
+  }
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return invalid_argument("peer address '" + address + "' has no port");
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  int port = std::atoi(address.c_str() + colon + 1);
+  if (port < 1 || port > 65535) return invalid_argument("peer address '" + address + "' has a bad port");
+  auto c = DaemonClient::connect(host, static_cast<uint16_t>(port), token_, "af://" + address, deadline, {},
+                                 std::string(kPeerPrefix) + self_);
+  if (!c.ok()) return c.status().with_context("connecting to the peer daemon at " + address);
+  std::shared_ptr<DaemonClient> client(std::move(c).value());
+  client->set_message_handler(on_message_);
+  std::lock_guard<std::mutex> lock(mu_);
+  dialed_[address] = std::move(client);
+  return Status::OK();
+}
+
+void PeerTable::accepted(const std::string& address, const std::shared_ptr<Connection>& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  accepted_[address] = c;
+}
+
+Status PeerTable::send(const std::string& address, Message m) {
+  std::shared_ptr<DaemonClient> dialed;
+  std::shared_ptr<Connection> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto d = dialed_.find(address);
+    if (d != dialed_.end() && d->second->alive()) dialed = d->second;
+    auto a = accepted_.find(address);
+    if (!dialed && a != accepted_.end()) conn = a->second.lock();
+  }
+  if (dialed) {
+    dialed->post(std::move(m));
+    return Status::OK();
+  }
+  if (conn) {
+    conn->send(std::move(m));
+    return Status::OK();
+  }
+  return Status(Code::unavailable, "no connection from " + self_ + " to the peer daemon at " + address);
+}
+
+}  // namespace actorflow::net

@@ -1,0 +1,46 @@
+// A daemon's connections to the other daemons of a cluster (TF's WorkerCache): one per
+// pair, keyed by the peer's listening address. The daemon with the lower address dials
+// (OneFlow's InitSockets), naming itself "peer <its address>" in its Hello, and the
+// other side files the accepted connection under that address; both then send Edge and
+// Credit frames over it. Sends never block: frames are queued on the connection.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "connection.h"
+#include "connection_client.h"
+
+namespace actorflow::net {
+
+inline constexpr const char* kPeerPrefix = "peer ";
+
+class PeerTable {
+ public:
+  // `on_message` receives the Edge and Credit frames arriving on dialed connections (the
+  // daemon routes those arriving on accepted ones itself).
+  PeerTable(std::string self_address, std::string token, std::function<void(Message&&)> on_message);
+  ~PeerTable();
+  const std::string& self() const { return self_; }
+
+  // Dials `address` when this daemon's address is the lower one and no live connection
+  // exists; the higher side waits for the dial. By `deadline`.
+  Status connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline);
+  // An accepted connection whose Hello said "peer <address>".
+  void accepted(const std::string& address, const std::shared_ptr<Connection>& c);
+  // Queues `m` for the daemon at `address`; unavailable when no connection is up.
+  Status send(const std::string& address, Message m);
+
+ private:
+  std::string self_;
+  std::string token_;
+  std::function<void(Message&&)> on_message_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<DaemonClient>> dialed_;
+  std::map<std::string, std::weak_ptr<Connection>> accepted_;
+};
+
+}  // namespace actorflow::net

@@ -1,0 +1,120 @@
+// A graph cut over three node daemons (child processes on 127.0.0.1, port 0): the cluster
+// session (net/src/cluster_session.h) places nodes by their device strings, registers one
+// partition per daemon, and the daemons exchange Edge and Credit frames directly. 50+
+// random DAGs with random placement equal the local session bit for bit; errors name the
+// node and the task.
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+
+#include "test_net_daemon_process.h"
+#include "test_partition_dag.h"
+
+namespace af = actorflow;
+using aftnet::DaemonProcess;
+
+namespace {
+
+const char* kToken = "cluster-test-token";
+
+struct ThreeDaemons {
+  DaemonProcess d0{kToken}, d1{kToken}, d2{kToken};
+  bool started() { return d0.started() && d1.started() && d2.started(); }
+  std::string logs() { return d0.log() + d1.log() + d2.log(); }
+  std::string target() {
+    return "/job:worker/task:0=" + d0.target() + ",/job:worker/task:1=" + d1.target() + ",/job:ps/task:0=" + d2.target();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("55 random DAGs over 3 daemons equal the local session bit for bit") {
+  REQUIRE_MESSAGE(aftnet::daemon_built(), aftnet::daemon_binary() << " is not built (it is built with this test)");
+  ThreeDaemons c;
+  REQUIRE_MESSAGE(c.started(), c.logs());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  const std::vector<std::string> devices = {"", "/job:worker/task:1", "/job:ps/task:0/cpu:0", "/job:worker/task:0"};
+  std::mt19937 rng(777);
+  int compared = 0;
+  for (int gi = 0; gi < 55; ++gi) {
+    INFO("graph " << gi);
+    aftpart::PlacedDag d;
+    aftpart::build_placed_dag(d, rng, devices, 3);
+    af::SessionOptions opts;
+    opts.step_timeout_ms = 20000;
+    opts.edge_capacity = 1 + gi % 3;
+    auto remote = af::Session::create(d.g, c.target(), opts);
+    REQUIRE_MESSAGE(remote.ok(), remote.status().to_string());
+    auto local = af::Session::create(d.g);
+    REQUIRE(local.ok());
+    std::vector<af::Fetch> fetches(d.fetches.begin(), d.fetches.end());
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> v(8);
+      for (auto& e : v) e = static_cast<float>(static_cast<int>(rng() % 21) - 10) / 4.0f;
+      af::Tensor in = af::Tensor::from_vector(v, {2, 4});
+      auto got = remote->run(fetches, {{d.x, in}});
+      REQUIRE_MESSAGE(got.ok(), got.status().to_string() << "\n" << c.logs());
+      auto want = local->run(fetches, {{d.x, in}});
+      REQUIRE(want.ok());
+      REQUIRE(got->size() == want->size());
+      for (size_t f = 0; f < fetches.size(); ++f) {
+        INFO("step " << step << " fetch " << f);
+        CHECK((*got)[f].equals((*want)[f]));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared >= 165);
+  // Every daemon ran partitions, and the edges went between the daemons.
+  for (DaemonProcess* d : {&c.d0, &c.d1, &c.d2}) CHECK_MESSAGE(d->log().find("partition /job:") != std::string::npos, d->log());
+  CHECK(c.d0.running());
+  CHECK(c.d1.running());
+  CHECK(c.d2.running());
+}
+
+TEST_CASE("cluster errors name the node and the task") {
+  REQUIRE(aftnet::daemon_built());
+  ThreeDaemons c;
+  REQUIRE_MESSAGE(c.started(), c.logs());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 10000;
+
+  // A kernel error on one daemon: its message names the node and the location.
+  af::Graph g;
+  af::Output x, bad;
+  {
+    af::DeviceScope s(g, "/job:worker/task:1");
+    x = af::placeholder(g, af::f32, {-1}, "x");
+  }
+  {
+    af::DeviceScope s(g, "/job:ps/task:0");
+    bad = af::reshape(af::tanh(x), {3}, "reshape_me");
+  }
+  auto s = af::Session::create(g, c.target(), opts);
+  REQUIRE(s.ok());
+  auto ok = s->run({bad}, {{x, af::Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})}});
+  REQUIRE_MESSAGE(ok.ok(), ok.status().to_string());
+  auto r = s->run({bad}, {{x, af::Tensor::from_vector(std::vector<float>{1, 2}, {2})}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("reshape_me") != std::string::npos);
+  CHECK(r.status().message().find("/job:ps/task:0") != std::string::npos);
+  // The next step runs again.
+  auto again = s->run({bad}, {{x, af::Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})}});
+  REQUIRE_MESSAGE(again.ok(), again.status().to_string());
+  CHECK(again->at(0).to_vector<float>().at(2) == doctest::Approx(std::tanh(3.0f)));
+
+  // A node placed on a task the target does not list.
+  af::Graph h;
+  af::Output y;
+  {
+    af::DeviceScope d(h, "/job:worker/task:7");
+    y = af::constant(h, 1.0f, "far_away");
+  }
+  auto sh = af::Session::create(h, c.target(), opts);
+  REQUIRE(sh.ok());
+  auto e = sh->run({y});
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.status().message().find("far_away") != std::string::npos);
+  CHECK(e.status().message().find("/job:worker/task:7") != std::string::npos);
+}
