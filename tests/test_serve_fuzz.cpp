@@ -95,6 +95,26 @@ TEST_CASE("needs python3-sklearn: 1000 fuzzed requests get the right status and 
   auto want = predictions(ref);
   REQUIRE(want.size() == 50);
 
+  // A client that asks permission to send its body ("Expect: 100-continue", as curl does
+  // for bodies over 1 MiB) gets it at once, then its answer.
+  {
+    std::string body = instances_body(rows, 0, 2);
+    int fd = connect_raw(port);
+    REQUIRE(fd >= 0);
+    std::string head = "POST " + predict + " HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n";
+    REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
+    char buf[256];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    REQUIRE(n > 0);
+    CHECK(std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 100 Continue\r\n", 0) == 0);
+    REQUIRE(::send(fd, body.data(), body.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(body.size()));
+    n = ::recv(fd, buf, sizeof buf, 0);
+    REQUIRE(n > 0);
+    CHECK(std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    ::close(fd);
+  }
+
   // Slow clients: half a request each, never finished.
   std::vector<int> slow;
   for (int i = 0; i < 20; ++i) {

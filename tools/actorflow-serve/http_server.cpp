@@ -67,22 +67,47 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->body_limit(sh_.options.max_body_bytes);
     stream_.expires_after(std::chrono::milliseconds(sh_.options.read_timeout_ms));
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Connection::on_read, shared_from_this()));
+    http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&Connection::on_header, shared_from_this()));
+  }
+
+  // The header alone first: a body over the limit is refused before it is read, and a
+  // client that asks "Expect: 100-continue" (curl, for bodies over 1 MiB) is told to go on
+  // rather than left waiting a second for permission.
+  void on_header(beast::error_code ec, std::size_t) {
+    if (failed(ec)) return;
+    auto self = shared_from_this();
+    auto body = [self] { http::async_read(self->stream_, self->buffer_, *self->parser_, beast::bind_front_handler(&Connection::on_read, self)); };
+    if (!beast::iequals(parser_->get()[http::field::expect], "100-continue") || parser_->is_done()) return body();
+    auto go_on = std::make_shared<http::response<http::empty_body>>(http::status::continue_, parser_->get().version());
+    http::async_write(stream_, *go_on, [self, go_on, body](beast::error_code wec, std::size_t) {
+      if (wec) return self->close();
+      body();
+    });
+  }
+
+  // Answers (or drops) a request that could not be read; false when there was no error.
+  bool failed(beast::error_code ec) {
+    if (!ec) return false;
+    // A closed connection, a client too slow to send its request, a reset: nothing to answer.
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
+        ec.category() != http::make_error_code(http::error::bad_target).category()) {
+      close();
+      return true;
+    }
+    begin(parser_->is_header_done() ? std::string(parser_->get().method_string()) : "-",
+          parser_->is_header_done() ? std::string(parser_->get().target()) : "-", 11);
+    if (ec == http::error::body_limit)
+      respond(error_response(413, "the body is over --max_body_bytes (" + std::to_string(sh_.options.max_body_bytes) + " bytes)"),
+              /*linger=*/true);
+    else if (ec == http::error::header_limit)
+      respond(error_response(431, "the request's header is too large"), true);
+    else
+      respond(error_response(400, "malformed HTTP request: " + ec.message()), true);
+    return true;
   }
 
   void on_read(beast::error_code ec, std::size_t) {
-    // A closed connection, a client too slow to send its request, a reset: nothing to answer.
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted) return close();
-    if (ec) {
-      if (ec.category() != http::make_error_code(http::error::bad_target).category()) return close();
-      begin(parser_->is_header_done() ? std::string(parser_->get().method_string()) : "-",
-            parser_->is_header_done() ? std::string(parser_->get().target()) : "-", 11);
-      if (ec == http::error::body_limit)
-        return respond(error_response(413, "the body is over --max_body_bytes (" + std::to_string(sh_.options.max_body_bytes) + " bytes)"),
-                       /*linger=*/true);
-      if (ec == http::error::header_limit) return respond(error_response(431, "the request's header is too large"), true);
-      return respond(error_response(400, "malformed HTTP request: " + ec.message()), true);
-    }
+    if (failed(ec)) return;
     auto& req = parser_->get();
     begin(std::string(req.method_string()), std::string(req.target()), req.version());
     keep_alive_ = req.keep_alive();
