@@ -3,6 +3,8 @@
 #include "cpu/onednn_conv.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #ifdef AF_HAVE_ONEDNN
 #include <omp.h>
@@ -17,7 +19,16 @@
 
 namespace actorflow::cpu {
 namespace {
-std::atomic<ConvBackend> g_backend{ConvBackend::automatic};
+// AF_CONV_BACKEND=eigen forces the im2col path for the process (A/B runs of a whole
+// model); unset or anything else: automatic.
+ConvBackend backend_from_env() {
+  const char* e = std::getenv("AF_CONV_BACKEND");
+  if (e && std::strcmp(e, "eigen") == 0) return ConvBackend::eigen;
+  if (e && std::strcmp(e, "onednn") == 0) return ConvBackend::onednn;
+  return ConvBackend::automatic;
+}
+
+std::atomic<ConvBackend> g_backend{backend_from_env()};
 }  // namespace
 
 void set_conv_backend(ConvBackend b) { g_backend.store(b, std::memory_order_relaxed); }

@@ -3,6 +3,8 @@
 #include "cpu/onednn_matmul.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #ifdef AF_HAVE_ONEDNN
 #include <omp.h>
@@ -18,7 +20,16 @@
 namespace actorflow::cpu {
 namespace {
 
-std::atomic<MatmulBackend> g_backend{MatmulBackend::automatic};
+// AF_MATMUL_BACKEND=eigen|onednn forces one for the process (A/B runs of a whole model,
+// e.g. bench/run mlp_training with each); unset or anything else: automatic.
+MatmulBackend backend_from_env() {
+  const char* e = std::getenv("AF_MATMUL_BACKEND");
+  if (e && std::strcmp(e, "eigen") == 0) return MatmulBackend::eigen;
+  if (e && std::strcmp(e, "onednn") == 0) return MatmulBackend::onednn;
+  return MatmulBackend::automatic;
+}
+
+std::atomic<MatmulBackend> g_backend{backend_from_env()};
 
 // Where oneDNN measured faster than Eigen, one thread each (Zen 4 VM, 2026-11-30 23:25
 // UTC, load ~2 from another compile; bench/README.md, "Matmul backends", has the table
