@@ -102,6 +102,15 @@ struct Heartbeat {
   sentAtMs @0 :Int64;
 }
 
+# The client's word that step `stepId` of partition `handle` failed elsewhere: the
+# daemon aborts it there, so partitions waiting for edges that will never come end now
+# rather than at their deadline.
+struct CleanupStep {
+  handle @0 :UInt64;
+  stepId @1 :UInt64;
+  status @2 :StepStatus;
+}
+
 struct Frame {
   union {
     hello @0 :Hello;
@@ -115,5 +124,6 @@ struct Frame {
     heartbeat @8 :Heartbeat;
     edge @9 :Edge;
     credit @10 :Credit;
+    cleanupStep @11 :CleanupStep;
   }
 }

@@ -104,6 +104,36 @@ TEST_CASE("cluster errors name the node and the task") {
   REQUIRE_MESSAGE(again.ok(), again.status().to_string());
   CHECK(again->at(0).to_vector<float>().at(2) == doctest::Approx(std::tanh(3.0f)));
 
+  // A failure upstream of an edge ends the step on the daemon waiting for that edge at
+  // once (the client's CleanupStep), not at the step deadline.
+  af::Graph k;
+  af::Output kx, kout;
+  {
+    af::DeviceScope d(k, "/job:worker/task:1");
+    kx = af::placeholder(k, af::f32, {-1}, "kx");
+  }
+  {
+    af::DeviceScope d(k, "/job:ps/task:0");
+    kout = af::reshape(kx, {3}, "must_be_three");
+  }
+  {
+    af::DeviceScope d(k, "/job:worker/task:0");
+    kout = af::tanh(kout, "downstream");
+  }
+  af::SessionOptions slow = opts;
+  slow.step_timeout_ms = 30000;
+  auto sk = af::Session::create(k, c.target(), slow);
+  REQUIRE(sk.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto fail = sk->run({kout}, {{kx, af::Tensor::from_vector(std::vector<float>{1, 2}, {2})}});
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(fail.ok());
+  CHECK(fail.status().message().find("must_be_three") != std::string::npos);
+  CHECK(fail.status().message().find("/job:ps/task:0") != std::string::npos);
+  CHECK(took < std::chrono::seconds(10));
+  auto fine = sk->run({kout}, {{kx, af::Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})}});
+  REQUIRE_MESSAGE(fine.ok(), fine.status().to_string());
+
   // A node placed on a task the target does not list.
   af::Graph h;
   af::Output y;

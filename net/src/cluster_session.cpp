@@ -131,17 +131,32 @@ class ClusterSession final : public SessionImpl {
     }
     std::map<std::string, StepDoneMsg> done;
     Status first, root;
-    for (auto& [loc, fut] : running) {
-      auto r = fut.get();
-      Status s = r.ok() ? r->status : r.status();
-      if (!s.ok()) {
-        if (first.ok()) first = s;
-        // A partition aborted because another failed is not the cause: prefer the other.
-        if (root.ok() && s.code() != Code::deadline_exceeded && s.code() != Code::cancelled) root = s;
-        if (!r.ok()) forget(*kind);
-        continue;
+    bool cleaned = false;
+    while (!running.empty()) {
+      for (auto it = running.begin(); it != running.end();) {
+        if (it->second.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+          ++it;
+          continue;
+        }
+        auto r = it->second.get();
+        Status s = r.ok() ? r->status : r.status();
+        if (s.ok()) {
+          done[it->first] = std::move(*r);
+        } else {
+          if (first.ok()) first = s;
+          // A partition aborted because another failed is not the cause: prefer the other.
+          if (root.ok() && s.code() != Code::deadline_exceeded && s.code() != Code::cancelled) root = s;
+          if (!r.ok()) forget(*kind);
+        }
+        it = running.erase(it);
       }
-      done[loc] = std::move(*r);
+      // The first failure ends the step everywhere: partitions waiting for its edges
+      // would otherwise sit until their deadline.
+      if (!first.ok() && !cleaned) {
+        cleaned = true;
+        Status why = cancelled("step " + std::to_string(step) + " failed elsewhere: " + first.message());
+        for (auto& [loc, fut] : running) kind->parts.at(loc).client->cleanup_step(kind->parts.at(loc).handle, step, why);
+      }
     }
     if (!root.ok()) return root;
     if (!first.ok()) return first;

@@ -193,6 +193,10 @@ Result<StepDoneMsg> DaemonClient::run_step(RunStepMsg m, Clock::time_point deadl
   return std::move(*reply);
 }
 
+void DaemonClient::cleanup_step(uint64_t handle, uint64_t step, const Status& why) {
+  if (alive()) conn_->send(CleanupStepMsg{handle, step, why});
+}
+
 void DaemonClient::close_graph(uint64_t handle) {
   if (alive()) conn_->send(CloseGraphMsg{handle});
 }

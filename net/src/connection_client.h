@@ -41,6 +41,8 @@ class DaemonClient {
   void set_message_handler(std::function<void(Message&&)> h) { other_ = std::move(h); }
   Result<StepDoneMsg> run_step(RunStepMsg m, Clock::time_point deadline);
   void close_graph(uint64_t handle);
+  // Tells the daemon that step `step` of partition `handle` failed elsewhere.
+  void cleanup_step(uint64_t handle, uint64_t step, const Status& why);
 
   // False once the connection has closed (the daemon died or went away).
   bool alive() const;

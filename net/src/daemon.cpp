@@ -124,6 +124,10 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     partitions->deliver(m);
     return;
   }
+  if (auto* a = std::get_if<CleanupStepMsg>(&m)) {
+    partitions->abort_step(a->handle, a->step_id, a->status, id);
+    return;
+  }
   if (auto* r = std::get_if<RegisterGraphMsg>(&m); r && !r->location.empty()) {
     pool->post([this, id, c, r = std::move(*r)] {
       RegisteredMsg reply{r.request_id, 0, Status::OK()};

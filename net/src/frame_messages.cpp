@@ -97,6 +97,12 @@ struct Writer {
     b.setToLocation(text(m.to_location));
     b.setTensor(bytes_of(m.tensor));
   }
+  void operator()(const CleanupStepMsg& m) {
+    auto b = f.initCleanupStep();
+    b.setHandle(m.handle);
+    b.setStepId(m.step_id);
+    write_status(m.status, b.initStatus());
+  }
   void operator()(const CreditMsg& m) {
     auto b = f.initCredit();
     b.setSession(m.session);
@@ -151,6 +157,10 @@ Result<Message> read_frame(wire::Frame::Reader f) {
       auto r = f.getEdge();
       return Message{EdgeFrameMsg{r.getSession(), r.getStepId(), r.getEdge(), str(r.getToLocation()), to_string(r.getTensor())}};
     }
+    case wire::Frame::CLEANUP_STEP: {
+      auto r = f.getCleanupStep();
+      return Message{CleanupStepMsg{r.getHandle(), r.getStepId(), read_status(r.getStatus())}};
+    }
     case wire::Frame::CREDIT: {
       auto r = f.getCredit();
       return Message{CreditMsg{r.getSession(), r.getEdge(), str(r.getToLocation())}};
@@ -163,7 +173,7 @@ Result<Message> read_frame(wire::Frame::Reader f) {
 
 const char* message_name(const Message& m) {
   static const char* names[] = {"Hello",   "AuthProof", "Welcome",    "RegisterGraph", "Registered",
-                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit"};
+                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit", "CleanupStep"};
   return names[m.index()];
 }
 

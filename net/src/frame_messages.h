@@ -76,10 +76,15 @@ struct CreditMsg {
   uint64_t edge = 0;
   std::string to_location;
 };
+struct CleanupStepMsg {
+  uint64_t handle = 0;
+  uint64_t step_id = 0;
+  Status status;
+};
 
 // The order matches the Frame union of net.capnp: the header's type is index + 1.
 using Message = std::variant<HelloMsg, AuthProofMsg, WelcomeMsg, RegisterGraphMsg, RegisteredMsg, RunStepMsg,
-                             StepDoneMsg, CloseGraphMsg, HeartbeatMsg, EdgeFrameMsg, CreditMsg>;
+                             StepDoneMsg, CloseGraphMsg, HeartbeatMsg, EdgeFrameMsg, CreditMsg, CleanupStepMsg>;
 
 inline uint16_t frame_type(const Message& m) { return static_cast<uint16_t>(m.index() + 1); }
 const char* message_name(const Message& m);

@@ -125,6 +125,16 @@ StepDoneMsg PartitionService::run_step(const RunStepMsg& m, uint64_t owner) {
   return done;
 }
 
+void PartitionService::abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner) {
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(handle);
+    if (it != entries_.end() && it->second->owner == owner) e = it->second;
+  }
+  if (e) e->executor->abort_step(static_cast<int64_t>(step), why);
+}
+
 void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   std::shared_ptr<Entry> gone;
   std::lock_guard<std::mutex> lock(mu_);

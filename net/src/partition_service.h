@@ -32,6 +32,8 @@ class PartitionService {
   static bool is_partition(uint64_t handle) { return handle >= kFirstPartitionHandle; }
   // Runs one step; blocks (a worker thread). Errors name this daemon and the location.
   StepDoneMsg run_step(const RunStepMsg& m, uint64_t owner);
+  // Aborts step `step` of partition `handle` (never blocks: the io thread calls it).
+  void abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner);
   void close_graph(uint64_t handle, uint64_t owner);
   size_t close_owner(uint64_t owner);
   // An Edge or Credit frame from a peer daemon (any thread).
