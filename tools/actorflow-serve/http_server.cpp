@@ -147,6 +147,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     res->prepare_payload();
     status_ = r.status;
     bytes_ = res->body().size();
+    // Counted before the write: a client that has read its answer then finds it in /metrics.
+    seconds_ = std::chrono::duration<double>(Clock::now() - started_).count();
+    sh_.metrics.record_request(status_, seconds_);
     stream_.expires_after(std::chrono::milliseconds(sh_.options.read_timeout_ms));
     http::async_write(stream_, *res, [self = shared_from_this(), res, keep, linger](beast::error_code ec, std::size_t) {
       self->on_write(ec, keep, linger);
@@ -154,8 +157,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void on_write(beast::error_code ec, bool keep, bool linger) {
-    double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
-    sh_.metrics.record_request(status_, seconds);
+    double seconds = seconds_;
     if (sh_.options.access_log) {
       std::time_t now = std::time(nullptr);
       char when[32];
@@ -201,6 +203,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = false;
   int status_ = 0;
   size_t bytes_ = 0;
+  double seconds_ = 0;  // from the request read to its answer ready
   Clock::time_point started_;
   std::array<char, 16384> discard_;
   size_t lingered_ = 0;

@@ -55,7 +55,7 @@ std::string Metrics::render(const std::string& model_name, int64_t loaded_versio
   out += "# TYPE actorflow_serve_requests_total counter\n";
   for (auto& [code, n] : by_code_)
     out += "actorflow_serve_requests_total{code=\"" + std::to_string(code) + "\"} " + std::to_string(n) + "\n";
-  out += "# HELP actorflow_serve_request_duration_seconds Time from a whole request read to its answer written.\n";
+  out += "# HELP actorflow_serve_request_duration_seconds Time from a whole request read to its answer ready to write.\n";
   out += "# TYPE actorflow_serve_request_duration_seconds histogram\n";
   latency_.render(out, "actorflow_serve_request_duration_seconds", kLatencyBounds);
   out += "# HELP actorflow_serve_batch_size Rows predicted by one session step (requests merged by batching).\n";
