@@ -170,6 +170,9 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
   // Negative trailing padding (VALID with a stride that leaves input unread) is left to
   // the Eigen path.
   if ((d.oh - 1) * d.sh + d.kh - d.h - d.pad_t < 0 || (d.ow - 1) * d.sw + d.kw - d.w - d.pad_l < 0) return false;
+  // One thread: this call's OpenMP team is the calling thread alone (see onednn_matmul.h),
+  // set before the primitive is made, as oneDNN fixes its thread count then.
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   std::shared_ptr<const Entry> e;
   try {
     e = lookup(d, kind);
@@ -177,8 +180,6 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
     return false;
   }
   if (!e) return false;
-  // One thread: this call's OpenMP team is the calling thread alone (see onednn_matmul.h).
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   thread_local dnnl::stream stream(engine());
   thread_local std::vector<char> scratch;
   thread_local std::vector<float> blocked;

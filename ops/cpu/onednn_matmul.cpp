@@ -152,6 +152,10 @@ int64_t onednn_cached_primitives() {
 
 bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const float* bias, bool relu, float* c) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return false;
+  // One thread: this call's OpenMP team is the calling thread alone (the ICV is per
+  // thread, so other threads' settings are untouched). Set before the primitive is made:
+  // oneDNN fixes a primitive's thread count when it creates it, and runs that many.
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   const Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.ta, g.tb, bias != nullptr, relu};
   std::shared_ptr<const Entry> e;
   try {
@@ -159,9 +163,6 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
   } catch (const dnnl::error&) {
     return false;
   }
-  // One thread: this call's OpenMP team is the calling thread alone (the ICV is per
-  // thread, so other threads' settings are untouched).
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   thread_local dnnl::stream stream(engine());
   thread_local std::vector<char> scratch;
   if (scratch.size() < e->scratch_bytes) scratch.resize(e->scratch_bytes);
