@@ -6,8 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -134,13 +134,24 @@ class ServeProcess {
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
+    // fork + exec rather than posix_spawn, so the child can ask to die with this process
+    // (PR_SET_PDEATHSIG): a test that aborts leaves no server behind. Only
+    // async-signal-safe calls between fork and exec.
+    int log_fd = ::open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      if (log_fd >= 0) {
+        ::dup2(log_fd, 1);
+        ::dup2(log_fd, 2);
+      }
+      ::execve(argv[0], argv.data(), environ);
+      ::_exit(127);
+    }
+    if (log_fd >= 0) ::close(log_fd);
+    if (pid_ < 0) {
       pid_ = -1;
       return;
     }
