@@ -39,6 +39,9 @@ struct RegisterGraph {
   session @4 :UInt64;
   peers @5 :List(PeerAddress);
   edgeCapacity @6 :Int32;
+  # Partitions registered with one scope (a client session's) share the variables of
+  # their location, whatever kind of step each was cut for.
+  variableScope @7 :UInt64;
 }
 
 struct PeerAddress {

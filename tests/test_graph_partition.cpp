@@ -188,3 +188,25 @@ TEST_CASE("a node subset, a custom placement, and errors that name the node") {
   REQUIRE_FALSE(err.ok());
   CHECK(err.status().message().find("'bad'") != std::string::npos);
 }
+
+TEST_CASE("an op on a variable runs where the variable lives and brings it along") {
+  af::Graph g;
+  af::Output v, x, bump;
+  {
+    af::DeviceScope d(g, "/job:ps/task:0");
+    v = af::variable(g, af::Tensor::from_vector(std::vector<float>{1, 2}, {2}), "v");
+  }
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    x = af::placeholder(g, af::f32, {2}, "x");
+    bump = af::assign_add(v, x, "bump");  // asked for the worker, colocated with v
+  }
+  af::PartitionOptions opts;
+  opts.nodes = g.prune({bump.node_id()});
+  auto p = af::partition(g, opts);
+  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  CHECK(p->location_of.at("bump") == "/job:ps/task:0/cpu:0");
+  CHECK(p->location_of.at("v") == "/job:ps/task:0/cpu:0");
+  REQUIRE(p->edges.size() == 1);  // x crosses to the ps
+  CHECK(p->edges[0].src.node == x.node_id());
+}

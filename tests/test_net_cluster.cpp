@@ -148,3 +148,54 @@ TEST_CASE("cluster errors name the node and the task") {
   CHECK(e.status().message().find("far_away") != std::string::npos);
   CHECK(e.status().message().find("/job:worker/task:7") != std::string::npos);
 }
+
+TEST_CASE("variables on a ps daemon persist across kinds of step and a graph that grows") {
+  REQUIRE(aftnet::daemon_built());
+  ThreeDaemons c;
+  REQUIRE_MESSAGE(c.started(), c.logs());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  af::Output v, bump, x, y;
+  {
+    af::DeviceScope d(g, "/job:worker/task:1");
+    x = af::placeholder(g, af::f32, {2}, "x");
+  }
+  {
+    af::DeviceScope d(g, "/job:ps/task:0");
+    v = af::variable(g, af::Tensor::from_vector(std::vector<float>{1, 2}, {2}), "v");
+    bump = af::assign_add(v, x * 2.0, "bump");
+  }
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    y = af::tanh(v * 0.25, "read_v");
+  }
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 20000;
+  auto remote = af::Session::create(g, c.target(), opts);
+  REQUIRE(remote.ok());
+  auto local = af::Session::create(g);
+  REQUIRE(local.ok());
+  auto init = remote->run_init();
+  REQUIRE_MESSAGE(init.ok(), init.to_string());
+  REQUIRE(local->run_init().ok());
+  af::Tensor in = af::Tensor::from_vector(std::vector<float>{0.5f, -3}, {2});
+  for (int i = 0; i < 3; ++i) {
+    auto rb = remote->run({bump}, {{x, in}});
+    REQUIRE_MESSAGE(rb.ok(), rb.status().to_string());
+    REQUIRE(local->run({bump}, {{x, in}}).ok());
+    auto got = remote->run({y});
+    REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+    auto want = local->run({y});
+    REQUIRE(want.ok());
+    CHECK((*got)[0].equals((*want)[0]));
+  }
+  // The graph grows: the new kind of step still sees the variable's value.
+  af::Output z;
+  {
+    af::DeviceScope d(g, "/job:worker/task:1");
+    z = af::identity(v * 1.0, "late_read");
+  }
+  auto got = remote->run({z});
+  REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+  CHECK(got->at(0).to_vector<float>() == std::vector<float>{1 + 3 * 1.0f, 2 + 3 * -6.0f});
+}

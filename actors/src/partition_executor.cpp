@@ -17,10 +17,13 @@ std::atomic<int64_t> g_partition_counter{0};
 
 class PartitionExecutorImpl final : public PartitionExecutor {
  public:
-  PartitionExecutorImpl(std::unique_ptr<Graph> graph, std::shared_ptr<EdgeRendezvous> rendezvous, const SessionOptions& opts)
-      : graph_(std::move(graph)), rendezvous_(std::move(rendezvous)), opts_(opts), device_(opts.intra_op_threads, 0, nullptr) {
+  PartitionExecutorImpl(std::unique_ptr<Graph> graph, std::shared_ptr<EdgeRendezvous> rendezvous, const SessionOptions& opts,
+                        std::shared_ptr<ResourceMgr> resources)
+      : graph_(std::move(graph)), rendezvous_(std::move(rendezvous)), opts_(opts),
+        resources_(resources ? std::move(resources) : std::make_shared<ResourceMgr>()),
+        device_(opts.intra_op_threads, 0, nullptr) {
     env_.device = &device_;
-    env_.resources = &resources_;
+    env_.resources = resources_.get();
     env_.kernels = &kernels_;
     env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
   }
@@ -116,8 +119,8 @@ class PartitionExecutorImpl final : public PartitionExecutor {
   std::unique_ptr<Graph> graph_;
   std::shared_ptr<EdgeRendezvous> rendezvous_;
   SessionOptions opts_;
+  std::shared_ptr<ResourceMgr> resources_;
   CpuDevice device_;
-  ResourceMgr resources_;
   KernelCache kernels_;
   ExecutorEnv env_;
   std::vector<int> sends_;  // _Send and _Recv nodes: both run every step
@@ -129,9 +132,10 @@ class PartitionExecutorImpl final : public PartitionExecutor {
 
 Result<std::unique_ptr<PartitionExecutor>> make_partition_executor(std::unique_ptr<Graph> graph,
                                                                    std::shared_ptr<EdgeRendezvous> rendezvous,
-                                                                   const SessionOptions& opts) {
+                                                                   const SessionOptions& opts,
+                                                                   std::shared_ptr<ResourceMgr> resources) {
   if (!graph || !rendezvous) return invalid_argument("make_partition_executor: no graph or no rendezvous");
-  auto ex = std::make_unique<PartitionExecutorImpl>(std::move(graph), std::move(rendezvous), opts);
+  auto ex = std::make_unique<PartitionExecutorImpl>(std::move(graph), std::move(rendezvous), opts, std::move(resources));
   AF_RETURN_IF_ERROR(ex->init());
   return std::unique_ptr<PartitionExecutor>(std::move(ex));
 }

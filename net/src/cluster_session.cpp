@@ -271,6 +271,7 @@ class ClusterSession final : public SessionImpl {
       m.session = session;
       m.peers = peers;
       m.edge_capacity = opts_.edge_capacity;
+      m.variable_scope = session_base_;
       auto h = p.client->register_message(std::move(m), deadline);
       if (!h.ok()) return h.status().with_context("registering the partition for " + loc + " on " + label);
       p.handle = *h;

@@ -53,6 +53,7 @@ struct Writer {
     b.setLocation(text(m.location));
     b.setSession(m.session);
     b.setEdgeCapacity(m.edge_capacity);
+    b.setVariableScope(m.variable_scope);
     auto peers = b.initPeers(static_cast<unsigned>(m.peers.size()));
     for (unsigned i = 0; i < peers.size(); ++i) {
       peers[i].setLocation(text(m.peers[i].first));
@@ -125,6 +126,7 @@ Result<Message> read_frame(wire::Frame::Reader f) {
       m.location = str(r.getLocation());
       m.session = r.getSession();
       m.edge_capacity = r.getEdgeCapacity();
+      m.variable_scope = r.getVariableScope();
       for (auto p : r.getPeers()) m.peers.emplace_back(str(p.getLocation()), str(p.getAddress()));
       return Message{std::move(m)};
     }

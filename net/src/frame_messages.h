@@ -39,6 +39,7 @@ struct RegisterGraphMsg {
   uint64_t session = 0;
   std::vector<std::pair<std::string, std::string>> peers;  // location -> "host:port"
   int32_t edge_capacity = 0;
+  uint64_t variable_scope = 0;
 };
 struct RegisteredMsg {
   uint64_t request_id = 0;

@@ -51,6 +51,7 @@ struct PartitionService::Entry {
   uint64_t session = 0;
   std::string location;
   std::shared_ptr<runtime::EdgeRendezvous> rendezvous;
+  std::shared_ptr<ResourceMgr> variables;
   std::unique_ptr<runtime::PartitionExecutor> executor;
 };
 
@@ -78,7 +79,16 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
   e->rendezvous = std::make_shared<runtime::EdgeRendezvous>(m.location, transport, m.edge_capacity);
   SessionOptions opts;
   opts.edge_capacity = m.edge_capacity < 1 ? 2 : m.edge_capacity;
-  auto ex = runtime::make_partition_executor(std::move(graph).value(), e->rendezvous, opts);
+  if (m.variable_scope != 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = variables_[{m.variable_scope, m.location}];
+    e->variables = slot.lock();
+    if (!e->variables) {
+      e->variables = std::make_shared<ResourceMgr>();
+      slot = e->variables;
+    }
+  }
+  auto ex = runtime::make_partition_executor(std::move(graph).value(), e->rendezvous, opts, e->variables);
   if (!ex.ok()) return ex.status().with_context("the partition for " + m.location + " on " + where_);
   e->executor = std::move(ex).value();
   std::lock_guard<std::mutex> lock(mu_);

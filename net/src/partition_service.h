@@ -51,6 +51,8 @@ class PartitionService {
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
   std::map<std::pair<uint64_t, std::string>, std::weak_ptr<runtime::EdgeRendezvous>> routes_;
+  // (variable scope, location) -> the variables its partitions share.
+  std::map<std::pair<uint64_t, std::string>, std::weak_ptr<ResourceMgr>> variables_;
   uint64_t next_handle_ = kFirstPartitionHandle;
 };
 

@@ -3,6 +3,8 @@
 // names (nodes without a device go to the default location), and every edge between two
 // locations becomes a _Send in the producer's partition and a _Recv in the consumer's,
 // one pair per (producer output, consumer location) however many consumers read it there.
+// An op that names a variable by attribute (Assign, ReadVariable) runs where that
+// variable does, and brings it into the partition even when no edge leads to it.
 // A control edge between locations becomes a _Send that waits for the producer and
 // sends a scalar, and a _Recv of it that the consumer waits for.
 #pragma once

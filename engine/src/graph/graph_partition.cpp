@@ -23,12 +23,19 @@ class Partitioner {
       if (n < 0 || n >= g_.num_nodes()) return invalid_argument("partition: node id " + std::to_string(n) + " out of range");
       wanted[static_cast<size_t>(n)] = true;
     }
+    // Ops that name a variable by attribute (Assign, ReadVariable, metric updates) need
+    // its VariableV2 node in their partition, though no edge says so.
+    for (int n = 0; n < g_.num_nodes(); ++n)
+      if (wanted[static_cast<size_t>(n)])
+        for (int v : variables_of(n)) wanted[static_cast<size_t>(v)] = true;
     loc_.assign(static_cast<size_t>(g_.num_nodes()), "");
     new_id_.assign(static_cast<size_t>(g_.num_nodes()), -1);
-    for (int n : order) {
-      if (!wanted[static_cast<size_t>(n)]) continue;
-      AF_RETURN_IF_ERROR(place(n, wanted));
-    }
+    // Variables first (they read nothing), so the ops naming them find their location.
+    for (int n : order)
+      if (wanted[static_cast<size_t>(n)] && g_.node(n).op == "VariableV2" && g_.node(n).control_inputs.empty())
+        AF_RETURN_IF_ERROR(place(n, wanted));
+    for (int n : order)
+      if (wanted[static_cast<size_t>(n)] && new_id_[static_cast<size_t>(n)] < 0) AF_RETURN_IF_ERROR(place(n, wanted));
     return std::move(out_);
   }
 
@@ -39,9 +46,24 @@ class Partitioner {
     return *slot;
   }
 
+  // The VariableV2 nodes that node `n` names in its string attributes.
+  std::vector<int> variables_of(int n) const {
+    std::vector<int> out;
+    for (auto& [key, value] : g_.node(n).attrs) {
+      if (!value.is<std::string>()) continue;
+      const Node* v = g_.find_node(value.get<std::string>());
+      if (v && v->op == "VariableV2" && v->id != n) out.push_back(v->id);
+    }
+    return out;
+  }
+
   Status place(int id, const std::vector<bool>& wanted) {
     const Node& orig = g_.node(id);
     AF_ASSIGN_OR_RETURN(std::string loc, node_location(orig, opts_));
+    // An op on a variable runs where the variable lives (TF colocates them): the
+    // variable's state is that process's.
+    std::vector<int> vars = variables_of(id);
+    if (!vars.empty() && !loc_[static_cast<size_t>(vars[0])].empty()) loc = loc_[static_cast<size_t>(vars[0])];
     loc_[static_cast<size_t>(id)] = loc;
     out_.location_of[orig.name] = loc;
     Node n;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actorflow/graph.h"
+#include "actorflow/resource_mgr.h"
 #include "actorflow/session.h"
 #include "actorflow/runtime/remote_edges.h"
 
@@ -30,8 +31,11 @@ class PartitionExecutor {
 
 // `graph`: one partition; its _Send/_Recv nodes go through `rendezvous`. `opts` gives the
 // thread count, edge capacity and the optimizer settings, as for a local session.
+// `resources` holds the variables; partitions of one location that share it (cut for
+// different kinds of step) share their variables. Null: a fresh one.
 Result<std::unique_ptr<PartitionExecutor>> make_partition_executor(std::unique_ptr<Graph> graph,
                                                                    std::shared_ptr<EdgeRendezvous> rendezvous,
-                                                                   const SessionOptions& opts);
+                                                                   const SessionOptions& opts,
+                                                                   std::shared_ptr<ResourceMgr> resources = nullptr);
 
 }  // namespace actorflow::runtime
