@@ -1,11 +1,13 @@
 // The cluster session (cluster_session.h), TF's MasterSession kept small: per kind of
 // step (fetches, feeds, targets) it prunes the graph to what the step needs, cuts it
 // with partition() by location, registers every partition on the daemon of its task
-// (each listing every location's daemon address, so the daemons can exchange edges
-// directly), then runs each step as one RunStep per partition, all with the same step id,
-// concurrently, and gathers the fetches. Every wait is bounded: a step without a timeout
-// gets kDefaultStepTimeoutMs, so a partition whose peer died fails instead of hanging.
-// The graph is registered again, with fresh variables, when it has grown.
+// (each listing every location's daemon address, so the daemons exchange edges
+// directly), then runs each step as one RunStep per partition, all with the same step
+// id, concurrently, and gathers the fetches; the first failure sends CleanupStep to the
+// partitions still running. Steps of one session run one at a time (see run()). Every
+// wait is bounded: a step without a timeout gets kDefaultStepTimeoutMs. A graph that
+// grew is cut and registered again; its variables live on, since all partitions of a
+// session share their location's variables on the daemon (RegisterGraph.variableScope).
 #include "cluster_session.h"
 
 #include <atomic>
@@ -90,6 +92,10 @@ class ClusterSession final : public SessionImpl {
     if (timeout_ms <= 0) timeout_ms = kDefaultStepTimeoutMs;
     auto deadline = DaemonClient::Clock::now() + std::chrono::milliseconds(timeout_ms);
     AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> kind, kind_for(req));
+    // One step at a time: a node actor fires its steps in the order they started, so two
+    // steps started in different orders on two daemons could each hold the credit the
+    // other's edge needs. Pipelining steps across daemons needs one start order (next).
+    std::lock_guard<std::mutex> one_step(step_mu_);
     uint64_t step = next_step_++;
     // Split the request by location.
     std::map<std::string, RunStepMsg> msgs;
@@ -285,6 +291,7 @@ class ClusterSession final : public SessionImpl {
   std::vector<TaskAddress> tasks_;
   std::string token_;
   std::mutex mu_;
+  std::mutex step_mu_;
   std::map<std::string, std::shared_ptr<Kind>> kinds_;
   uint64_t session_base_ = 0;
   uint64_t kinds_made_ = 0;
