@@ -7,6 +7,9 @@
 
 #include <actorflow/actorflow.h>
 
+#include <atomic>
+#include <thread>
+
 #include "test_net_daemon_process.h"
 #include "test_partition_dag.h"
 
@@ -198,4 +201,44 @@ TEST_CASE("variables on a ps daemon persist across kinds of step and a graph tha
   auto got = remote->run({z});
   REQUIRE_MESSAGE(got.ok(), got.status().to_string());
   CHECK(got->at(0).to_vector<float>() == std::vector<float>{1 + 3 * 1.0f, 2 + 3 * -6.0f});
+}
+
+TEST_CASE("steps from 4 threads pipeline over 3 daemons with one credit per edge") {
+  REQUIRE(aftnet::daemon_built());
+  ThreeDaemons c;
+  REQUIRE_MESSAGE(c.started(), c.logs());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  const std::vector<std::string> devices = {"/job:worker/task:1", "/job:ps/task:0", "/job:worker/task:0"};
+  std::mt19937 rng(31);
+  aftpart::PlacedDag d;
+  aftpart::build_placed_dag(d, rng, devices, 4);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 20000;
+  opts.edge_capacity = 1;
+  auto remote = af::Session::create(d.g, c.target(), opts);
+  REQUIRE(remote.ok());
+  auto local = af::Session::create(d.g);
+  REQUIRE(local.ok());
+  std::vector<af::Fetch> fetches(d.fetches.begin(), d.fetches.end());
+  std::atomic<int> equal{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        std::vector<float> v(8, static_cast<float>(t * 100 + i) / 8.0f);
+        af::Tensor in = af::Tensor::from_vector(v, {2, 4});
+        auto got = remote->run(fetches, {{d.x, in}});
+        auto want = local->run(fetches, {{d.x, in}});
+        if (!got.ok() || !want.ok()) {
+          ++failed;
+          continue;
+        }
+        bool same = true;
+        for (size_t f = 0; f < fetches.size(); ++f) same = same && (*got)[f].equals((*want)[f]);
+        equal += same ? 1 : 0;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failed == 0);
+  CHECK(equal == 100);
 }

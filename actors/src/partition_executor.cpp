@@ -51,8 +51,22 @@ class PartitionExecutorImpl final : public PartitionExecutor {
   Result<std::vector<Tensor>> run_step(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
                                        const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
                                        int64_t timeout_ms) override {
-    Result<std::vector<Tensor>> r = run(step_id, feeds, fetches, targets, timeout_ms);
+    auto started = start_step(step_id, feeds, fetches, targets, timeout_ms);
+    if (!started.ok()) return started.status();
+    return finish_step(**started);
+  }
+
+  Result<std::shared_ptr<StartedStep>> start_step(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                  const std::vector<std::string>& fetches,
+                                                  const std::vector<std::string>& targets, int64_t timeout_ms) override {
+    auto r = start(step_id, feeds, fetches, targets, timeout_ms);
     if (!r.ok()) rendezvous_->abort_step(step_id, r.status());
+    return r;
+  }
+
+  Result<std::vector<Tensor>> finish_step(StartedStep& started) override {
+    auto r = wait(static_cast<Started&>(started));
+    if (!r.ok()) rendezvous_->abort_step(started.step_id(), r.status());
     return r;
   }
 
@@ -61,11 +75,23 @@ class PartitionExecutorImpl final : public PartitionExecutor {
   const std::string& location() const override { return rendezvous_->location(); }
 
  private:
-  Result<std::vector<Tensor>> run(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
-                                  const std::vector<std::string>& fetches, const std::vector<std::string>& targets,
-                                  int64_t timeout_ms) {
+  struct Started final : StartedStep {
+    Started(int64_t id) : StartedStep(id) {}
+    std::shared_ptr<Executor> ex;
+    std::shared_ptr<StepState> state;
+    int64_t timeout_ms = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  Result<std::shared_ptr<StartedStep>> start(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                             const std::vector<std::string>& fetches,
+                                             const std::vector<std::string>& targets, int64_t timeout_ms) {
     std::vector<Tensor> values;
     std::shared_ptr<Executor> ex;
+    auto started = std::make_shared<Started>(step_id);
+    started->timeout_ms = timeout_ms;
+    started->deadline = timeout_ms > 0 ? std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)
+                                       : StepState::kNoDeadline;
     {
       std::lock_guard<std::mutex> lock(mu_);
       RunRequest req;
@@ -90,7 +116,7 @@ class PartitionExecutorImpl final : public PartitionExecutor {
       }
       for (int s : sends_) req.targets.push_back(Operation(graph_.get(), s));
       // A partition that exchanges nothing and is asked for nothing has no work this step.
-      if (req.fetches.empty() && req.targets.empty()) return std::vector<Tensor>{};
+      if (req.fetches.empty() && req.targets.empty()) return std::shared_ptr<StartedStep>(started);
       auto it = executors_.find(key);
       if (it == executors_.end()) {
         AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(*graph_, req));
@@ -99,21 +125,27 @@ class PartitionExecutorImpl final : public PartitionExecutor {
         it = executors_.emplace(key, std::shared_ptr<Executor>(std::move(made))).first;
       }
       ex = it->second;
+      // Started under the lock: steps begin in the order callers asked, which is the
+      // order their node actors fire them in.
+      started->ex = ex;
+      started->state = ex->start(values, step_id);
     }
-    auto deadline = timeout_ms > 0 ? std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)
-                                   : StepState::kNoDeadline;
-    auto state = ex->start(values, step_id);
-    if (!state->wait(ex->spin_budget(), deadline)) {
-      Status late = deadline_exceeded("step " + std::to_string(step_id) + " did not finish at " + location() + " within " +
-                                      std::to_string(timeout_ms) + " ms");
-      rendezvous_->abort_step(step_id, late);
+    return std::shared_ptr<StartedStep>(started);
+  }
+
+  Result<std::vector<Tensor>> wait(Started& s) {
+    if (!s.ex) return std::vector<Tensor>{};
+    if (!s.state->wait(s.ex->spin_budget(), s.deadline)) {
+      Status late = deadline_exceeded("step " + std::to_string(s.step_id()) + " did not finish at " + location() +
+                                      " within " + std::to_string(s.timeout_ms) + " ms");
+      rendezvous_->abort_step(s.step_id(), late);
       // The aborted _Send/_Recv nodes now finish; give the step a moment to drain.
-      (void)state->wait(std::chrono::microseconds(0), std::chrono::steady_clock::now() + std::chrono::seconds(5));
+      (void)s.state->wait(std::chrono::microseconds(0), std::chrono::steady_clock::now() + std::chrono::seconds(5));
       return late;
     }
-    Status s = state->status();
-    if (!s.ok()) return s;
-    return std::move(state->results());
+    Status st = s.state->status();
+    if (!st.ok()) return st;
+    return std::move(s.state->results());
   }
 
   std::unique_ptr<Graph> graph_;

@@ -4,7 +4,7 @@
 // (each listing every location's daemon address, so the daemons exchange edges
 // directly), then runs each step as one RunStep per partition, all with the same step
 // id, concurrently, and gathers the fetches; the first failure sends CleanupStep to the
-// partitions still running. Steps of one session run one at a time (see run()). Every
+// partitions still running. Steps start in one order on every daemon (see run()). Every
 // wait is bounded: a step without a timeout gets kDefaultStepTimeoutMs. A graph that
 // grew is cut and registered again; its variables live on, since all partitions of a
 // session share their location's variables on the daemon (RegisterGraph.variableScope).
@@ -92,10 +92,11 @@ class ClusterSession final : public SessionImpl {
     if (timeout_ms <= 0) timeout_ms = kDefaultStepTimeoutMs;
     auto deadline = DaemonClient::Clock::now() + std::chrono::milliseconds(timeout_ms);
     AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> kind, kind_for(req));
-    // One step at a time: a node actor fires its steps in the order they started, so two
-    // steps started in different orders on two daemons could each hold the credit the
-    // other's edge needs. Pipelining steps across daemons needs one start order (next).
-    std::lock_guard<std::mutex> one_step(step_mu_);
+    // Step ids are taken and the steps sent under one lock, so every daemon of a kind of
+    // step starts them in one order: node actors fire steps in the order they started,
+    // and two daemons starting two steps in different orders could each hold the credit
+    // the other's edge needs. The waiting happens outside the lock: steps pipeline.
+    std::unique_lock<std::mutex> start_lock(step_mu_);
     uint64_t step = next_step_++;
     // Split the request by location.
     std::map<std::string, RunStepMsg> msgs;
@@ -128,12 +129,23 @@ class ClusterSession final : public SessionImpl {
       tm.tensor = value;
       msgs[it->second].feeds.emplace_back(out.name(), encode_tensor_message(tm));
     }
+    std::map<std::string, Status> start_failed;
+    for (auto& [loc, m] : msgs) {
+      Status st = kind->parts.at(loc).client->start_step(std::move(m), deadline);
+      if (!st.ok()) start_failed[loc] = st;
+    }
+    start_lock.unlock();
     std::map<std::string, std::future<Result<StepDoneMsg>>> running;
     for (auto& [loc, m] : msgs) {
       auto client = kind->parts.at(loc).client;
-      running[loc] = std::async(std::launch::async, [client, m = std::move(m), deadline]() mutable {
-        return client->run_step(std::move(m), deadline);
-      });
+      auto failed = start_failed.find(loc);
+      if (failed != start_failed.end()) {
+        std::promise<Result<StepDoneMsg>> p;
+        p.set_value(failed->second);
+        running[loc] = p.get_future();
+        continue;
+      }
+      running[loc] = std::async(std::launch::async, [client, step, deadline] { return client->wait_step(step, deadline); });
     }
     std::map<std::string, StepDoneMsg> done;
     Status first, root;

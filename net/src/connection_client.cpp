@@ -173,6 +173,12 @@ Result<uint64_t> DaemonClient::register_message(RegisterGraphMsg m, Clock::time_
 
 Result<StepDoneMsg> DaemonClient::run_step(RunStepMsg m, Clock::time_point deadline) {
   uint64_t id = m.step_id;
+  AF_RETURN_IF_ERROR(start_step(std::move(m), deadline));
+  return wait_step(id, deadline);
+}
+
+Status DaemonClient::start_step(RunStepMsg m, Clock::time_point deadline) {
+  uint64_t id = m.step_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status(Code::unavailable, "running a step on " + who() + ": the connection is closed (" + closed_->message() + ")");
@@ -185,7 +191,12 @@ Result<StepDoneMsg> DaemonClient::run_step(RunStepMsg m, Clock::time_point deadl
     steps_.erase(id);
     return sent;
   }
+  return Status::OK();
+}
+
+Result<StepDoneMsg> DaemonClient::wait_step(uint64_t id, Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (!steps_.count(id)) return internal_error("step id " + std::to_string(id) + " was not started");
   Status s = wait(lock, deadline, [&] { return steps_[id].has_value(); }, "step " + std::to_string(id));
   auto reply = std::move(steps_[id]);
   steps_.erase(id);

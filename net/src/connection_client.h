@@ -40,6 +40,9 @@ class DaemonClient {
   // frames from a peer daemon). Set it before sending anything.
   void set_message_handler(std::function<void(Message&&)> h) { other_ = std::move(h); }
   Result<StepDoneMsg> run_step(RunStepMsg m, Clock::time_point deadline);
+  // run_step in two halves: send now (frames leave in the order of these calls), wait later.
+  Status start_step(RunStepMsg m, Clock::time_point deadline);
+  Result<StepDoneMsg> wait_step(uint64_t step_id, Clock::time_point deadline);
   void close_graph(uint64_t handle);
   // Tells the daemon that step `step` of partition `handle` failed elsewhere.
   void cleanup_step(uint64_t handle, uint64_t step, const Status& why);

@@ -160,9 +160,20 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
       }
       c->send(std::move(reply));
     });
+  } else if (auto* s = std::get_if<RunStepMsg>(&m); s && PartitionService::is_partition(s->handle)) {
+    // Started here, in the order this connection delivered the steps; waited for on a
+    // worker thread.
+    auto started = partitions->start_step(*s, id);
+    pool->post([this, c, started, step = s->step_id] {
+      StepDoneMsg done = partitions->finish_step(*started);
+      ++steps_run;
+      if (!done.status.ok()) log("partition step " + std::to_string(step) + " for " + c->label() + " failed: " + done.status.to_string());
+      if (Status sent = c->send_checked(done); !sent.ok())
+        c->send(StepDoneMsg{step, sent.with_context("the fetched tensors of step " + std::to_string(step)), {}});
+    });
   } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
     pool->post([this, id, c, s = std::move(*s)] {
-      StepDoneMsg done = PartitionService::is_partition(s.handle) ? partitions->run_step(s, id) : service->run_step(s, id);
+      StepDoneMsg done = service->run_step(s, id);
       ++steps_run;
       if (!done.status.ok())
         log("step " + std::to_string(s.step_id) + " of graph " + std::to_string(s.handle) + " for " + c->label() +

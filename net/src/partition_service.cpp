@@ -98,9 +98,23 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
   return handle;
 }
 
+struct PartitionService::Started {
+  std::shared_ptr<Entry> entry;
+  std::shared_ptr<runtime::StartedStep> step;
+  std::vector<std::string> fetches;
+  StepDoneMsg failed;  // set when the step could not start
+};
+
 StepDoneMsg PartitionService::run_step(const RunStepMsg& m, uint64_t owner) {
-  StepDoneMsg done;
+  auto s = start_step(m, owner);
+  return finish_step(*s);
+}
+
+std::shared_ptr<PartitionService::Started> PartitionService::start_step(const RunStepMsg& m, uint64_t owner) {
+  auto started = std::make_shared<Started>();
+  StepDoneMsg& done = started->failed;
   done.step_id = m.step_id;
+  started->fetches = m.fetches;
   std::shared_ptr<Entry> e;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -109,26 +123,37 @@ StepDoneMsg PartitionService::run_step(const RunStepMsg& m, uint64_t owner) {
   }
   if (!e) {
     done.status = not_found("no partition with handle " + std::to_string(m.handle) + " on " + where_);
-    return done;
+    return started;
   }
+  started->entry = e;
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (auto& [name, bytes] : m.feeds) {
     auto t = decode_tensor_message(bytes);
     if (!t.ok()) {
       done.status = t.status().with_context("the feed '" + name + "' on " + where_);
-      return done;
+      return started;
     }
     feeds.emplace_back(name, std::move(t->tensor));
   }
-  auto out = e->executor->run_step(static_cast<int64_t>(m.step_id), feeds, m.fetches, m.targets, m.timeout_ms);
+  auto step = e->executor->start_step(static_cast<int64_t>(m.step_id), feeds, m.fetches, m.targets, m.timeout_ms);
+  if (!step.ok()) done.status = step.status().with_context("on " + e->location + " (" + where_ + ")");
+  else started->step = std::move(step).value();
+  return started;
+}
+
+StepDoneMsg PartitionService::finish_step(Started& s) {
+  if (!s.step) return std::move(s.failed);
+  StepDoneMsg done;
+  done.step_id = s.failed.step_id;
+  auto out = s.entry->executor->finish_step(*s.step);
   if (!out.ok()) {
-    done.status = out.status().with_context("on " + e->location + " (" + where_ + ")");
+    done.status = out.status().with_context("on " + s.entry->location + " (" + where_ + ")");
     return done;
   }
   for (size_t i = 0; i < out->size(); ++i) {
     TensorMessage tm;
-    tm.step_id = static_cast<int64_t>(m.step_id);
-    tm.producer = m.fetches[i];
+    tm.step_id = static_cast<int64_t>(done.step_id);
+    tm.producer = s.fetches[i];
     tm.tensor = std::move((*out)[i]);
     done.fetched.push_back(encode_tensor_message(tm));
   }

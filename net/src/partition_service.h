@@ -32,6 +32,12 @@ class PartitionService {
   static bool is_partition(uint64_t handle) { return handle >= kFirstPartitionHandle; }
   // Runs one step; blocks (a worker thread). Errors name this daemon and the location.
   StepDoneMsg run_step(const RunStepMsg& m, uint64_t owner);
+  // The same in two halves: start_step on the io thread, in the order the connection
+  // delivered the steps (every partition must start its steps in one order, see
+  // partition_executor.h), then finish_step on a worker thread.
+  struct Started;
+  std::shared_ptr<Started> start_step(const RunStepMsg& m, uint64_t owner);
+  StepDoneMsg finish_step(Started& s);
   // Aborts step `step` of partition `handle` (never blocks: the io thread calls it).
   void abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner);
   void close_graph(uint64_t handle, uint64_t owner);

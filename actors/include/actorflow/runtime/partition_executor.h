@@ -15,10 +15,30 @@
 
 namespace actorflow::runtime {
 
+// A step started on a partition, to be finished (waited for) later.
+class StartedStep {
+ public:
+  explicit StartedStep(int64_t step_id) : step_id_(step_id) {}
+  virtual ~StartedStep() = default;
+  int64_t step_id() const { return step_id_; }
+
+ private:
+  int64_t step_id_;
+};
+
 class PartitionExecutor {
  public:
   virtual ~PartitionExecutor() = default;
-  // Runs step `step_id`. On failure or after `timeout_ms` (0: none) the step is aborted
+  // Starts step `step_id` without waiting for it. Node actors fire steps in the order
+  // they started, so every partition of a graph must start its steps in one order (a
+  // daemon starts them in the order its connection delivers them).
+  virtual Result<std::shared_ptr<StartedStep>> start_step(int64_t step_id,
+                                                          const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                          const std::vector<std::string>& fetches,
+                                                          const std::vector<std::string>& targets, int64_t timeout_ms) = 0;
+  // Waits for a started step, within the timeout it was started with.
+  virtual Result<std::vector<Tensor>> finish_step(StartedStep& step) = 0;
+  // start_step then finish_step. On failure or after `timeout_ms` (0: none) the step is aborted
   // at this partition's rendezvous, so its waiting _Send/_Recv nodes fail too.
   virtual Result<std::vector<Tensor>> run_step(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                const std::vector<std::string>& fetches,
