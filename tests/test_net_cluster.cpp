@@ -242,3 +242,52 @@ TEST_CASE("steps from 4 threads pipeline over 3 daemons with one credit per edge
   CHECK(failed == 0);
   CHECK(equal == 100);
 }
+
+TEST_CASE("a daemon killed mid-session fails the next step within its deadline, naming the task") {
+  REQUIRE(aftnet::daemon_built());
+  ThreeDaemons c;
+  REQUIRE_MESSAGE(c.started(), c.logs());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  af::Output x, y;
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    x = af::placeholder(g, af::f32, {2}, "x");
+  }
+  {
+    af::DeviceScope d(g, "/job:ps/task:0");
+    y = af::tanh(x, "on_ps");
+  }
+  {
+    af::DeviceScope d(g, "/job:worker/task:1");
+    y = af::identity(y * 2.0, "back_on_worker");
+  }
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 8000;
+  auto s = af::Session::create(g, c.target(), opts);
+  REQUIRE(s.ok());
+  af::Tensor in = af::Tensor::from_vector(std::vector<float>{0.5f, -1}, {2});
+  auto ok = s->run({y}, {{x, in}});
+  REQUIRE_MESSAGE(ok.ok(), ok.status().to_string());
+  c.d2.kill9();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = s->run({y}, {{x, in}});
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(r.ok());
+  CHECK(took < std::chrono::seconds(9));
+  INFO(r.status().to_string());
+  CHECK((r.status().message().find("/job:ps/task:0") != std::string::npos ||
+         r.status().message().find(c.d2.address()) != std::string::npos));
+  // The surviving daemons still serve: a graph that avoids the dead task runs.
+  af::Graph h;
+  af::Output a;
+  {
+    af::DeviceScope d(h, "/job:worker/task:1");
+    a = af::constant(h, 3.0f, "a") * 2.0;
+  }
+  auto sh = af::Session::create(h, c.target(), opts);
+  REQUIRE(sh.ok());
+  auto fine = sh->run({a});
+  REQUIRE_MESSAGE(fine.ok(), fine.status().to_string());
+  CHECK(fine->at(0).to_vector<float>().at(0) == 6.0f);
+}
