@@ -241,6 +241,8 @@ TEST_CASE("steps from 4 threads pipeline over 3 daemons with one credit per edge
   for (auto& th : threads) th.join();
   CHECK(failed == 0);
   CHECK(equal == 100);
+  // Daemons holding partitions and peer connections shut down cleanly on SIGTERM.
+  for (DaemonProcess* d : {&c.d0, &c.d1, &c.d2}) CHECK_MESSAGE(d->terminate(std::chrono::seconds(40)) == 0, d->log());
 }
 
 TEST_CASE("a daemon killed mid-session fails the next step within its deadline, naming the task") {

@@ -227,6 +227,9 @@ void NodeDaemon::Impl::shutdown() {
   log("shutdown: " + std::to_string(n) + " connection(s) closed, " + std::to_string(in_flight) +
       " step(s) in flight " + (drained ? "drained" : "NOT drained within the drain timeout") + ", " +
       std::to_string(steps_run.load()) + " step(s) run in all");
+  // No Edge or Credit frame may reach the partitions while they are freed: the io thread
+  // is stopped, and the dialed peers' threads end here.
+  peers->close_all();
   partitions.reset();
   peers.reset();
   service.reset();

@@ -6,12 +6,17 @@ namespace actorflow::net {
 PeerTable::PeerTable(std::string self_address, std::string token, std::function<void(Message&&)> on_message)
     : self_(std::move(self_address)), token_(std::move(token)), on_message_(std::move(on_message)) {}
 
-PeerTable::~PeerTable() {
+PeerTable::~PeerTable() { close_all(); }
+
+void PeerTable::close_all() {
   std::map<std::string, std::shared_ptr<DaemonClient>> dialed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     dialed.swap(dialed_);
+    accepted_.clear();
   }
+  // Each DaemonClient joins its io thread as it goes.
+  dialed.clear();
 }
 
 Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline) {

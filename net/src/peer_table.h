@@ -31,6 +31,9 @@ class PeerTable {
   Status connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline);
   // An accepted connection whose Hello said "peer <address>".
   void accepted(const std::string& address, const std::shared_ptr<Connection>& c);
+  // Closes the dialed connections and waits for their io threads, so no frame arrives
+  // after it returns (the daemon's shutdown, before it frees its partitions).
+  void close_all();
   // Queues `m` for the daemon at `address`; unavailable when no connection is up.
   Status send(const std::string& address, Message m);
 
