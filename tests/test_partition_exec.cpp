@@ -135,6 +135,19 @@ TEST_CASE("a _Send holds one of edge_capacity credits until the far side takes i
   b->abort_step(5, af::deadline_exceeded("too late"));
   CHECK(why == "too late");
   CHECK_FALSE(loop->send_edge("/job:c/task:0/cpu:0", 0, 1, std::make_shared<const std::string>("x")).ok());
+
+  // Tensors of an aborted step give their credits back, arrived or late: a failed step
+  // must not shrink the edge for good.
+  b->expect_edge(9, a->location());
+  int granted9 = 0;
+  for (int step = 10; step < 12; ++step) a->when_credit(step, 9, [&](af::Status s) { granted9 += s.ok() ? 1 : 0; });
+  REQUIRE(granted9 == 2);
+  REQUIRE(loop->send_edge(b->location(), 10, 9, std::make_shared<const std::string>("early")).ok());
+  b->abort_step(10, af::cancelled("failed elsewhere"));  // an arrived tensor
+  b->abort_step(11, af::cancelled("failed elsewhere"));
+  REQUIRE(loop->send_edge(b->location(), 11, 9, std::make_shared<const std::string>("late")).ok());  // a late one
+  for (int step = 12; step < 14; ++step) a->when_credit(step, 9, [&](af::Status s) { granted9 += s.ok() ? 1 : 0; });
+  CHECK(granted9 == 4);
 }
 
 TEST_CASE("a partition whose peer never runs the step fails within its deadline, naming the edge and location") {

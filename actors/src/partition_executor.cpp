@@ -40,6 +40,7 @@ class PartitionExecutorImpl final : public PartitionExecutor {
     register_rendezvous(key, rendezvous_);
     for (int i = 0; i < graph_->num_nodes(); ++i) {
       Node& n = graph_->mutable_node(i);
+      if (n.op == "_Recv") rendezvous_->expect_edge(n.attr_int("edge_id"), n.attr_string("send_task"));
       if (n.op == "_Send" || n.op == "_Recv") {
         n.attrs["_rendezvous"] = key;
         sends_.push_back(i);

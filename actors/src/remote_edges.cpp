@@ -15,6 +15,11 @@ void EdgeRendezvous::give_back_credit(const std::string& to, int64_t edge) {
   (void)transport_->return_credit(to, edge);
 }
 
+void EdgeRendezvous::expect_edge(int64_t edge, const std::string& from_location) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sources_[edge] = from_location;
+}
+
 void EdgeRendezvous::on_edge(int64_t step, int64_t edge, EdgeBytes bytes) {
   EdgeCallback cb;
   std::string from;
@@ -30,10 +35,13 @@ void EdgeRendezvous::on_edge(int64_t step, int64_t edge, EdgeBytes bytes) {
       arrived_[key] = std::move(bytes);
       return;
     } else {
-      return;  // a dropped step: its sender's credit is lost with the step's partitions
+      // Nobody will take it (the step was aborted here): the credit goes back at once.
+      auto src = sources_.find(edge);
+      if (src == sources_.end()) return;
+      from = src->second;
     }
   }
-  cb(std::move(bytes));
+  if (cb) cb(std::move(bytes));
   give_back_credit(from, edge);
 }
 
@@ -98,6 +106,7 @@ void EdgeRendezvous::when_edge(int64_t step, int64_t edge, const std::string& fr
 void EdgeRendezvous::abort_step(int64_t step, const Status& why) {
   std::vector<CreditCallback> credit_cbs;
   std::vector<EdgeCallback> edge_cbs;
+  std::vector<std::pair<std::string, int64_t>> credits_back;
   {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_.emplace(step, why);
@@ -115,11 +124,15 @@ void EdgeRendezvous::abort_step(int64_t step, const Status& why) {
       edge_cbs.push_back(std::move(it->second.cb));
       it = edge_waits_.erase(it);
     }
-    for (auto it = arrived_.lower_bound({step, INT64_MIN}); it != arrived_.end() && it->first.first == step;)
+    for (auto it = arrived_.lower_bound({step, INT64_MIN}); it != arrived_.end() && it->first.first == step;) {
+      auto src = sources_.find(it->first.second);
+      if (src != sources_.end()) credits_back.emplace_back(src->second, it->first.second);
       it = arrived_.erase(it);
+    }
   }
   for (auto& cb : credit_cbs) cb(why);
   for (auto& cb : edge_cbs) cb(why);
+  for (auto& [to, edge] : credits_back) give_back_credit(to, edge);
 }
 
 void EdgeRendezvous::forget_step(int64_t step) {

@@ -43,6 +43,10 @@ class EdgeRendezvous {
   const std::string& location() const { return location_; }
   RemoteEdges& transport() { return *transport_; }
 
+  // Where `edge` comes from (its _Recv's send_task): a tensor dropped for an aborted
+  // step still gives its credit back there, or the edge would lose one per failed step.
+  void expect_edge(int64_t edge, const std::string& from_location);
+
   // From the transport.
   void on_edge(int64_t step, int64_t edge, EdgeBytes bytes);
   void on_credit(int64_t edge);
@@ -84,6 +88,7 @@ class EdgeRendezvous {
   std::map<std::pair<int64_t, int64_t>, EdgeBytes> arrived_;  // (step, edge)
   std::map<std::pair<int64_t, int64_t>, EdgeWait> edge_waits_;
   std::map<int64_t, Status> aborted_;                     // step -> why
+  std::map<int64_t, std::string> sources_;                // edge -> producer's location
 };
 
 // Rendezvous by name for the _Send/_Recv kernels, which find theirs through the node
