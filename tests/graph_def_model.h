@@ -145,6 +145,27 @@ inline Model build_model() {
     REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     keep(r->output(0));
   };
+  // The partitioner's edge ends (graph_partition.h): attributes only, no kernels.
+  if (af::OpRegistry::global().find("_Send")) {
+    std::map<std::string, af::AttrValue> ends{{"tensor_name", std::string("y:0")},
+                                              {"edge_id", int64_t{0}},
+                                              {"send_task", std::string("/job:worker/task:0/cpu:0")},
+                                              {"recv_task", std::string("/job:ps/task:0/cpu:0")}};
+    af::NodeSpec send;
+    send.op = "_Send";
+    send.inputs = {y};
+    send.attrs = ends;
+    send.attrs["dtype"] = af::f32;
+    auto s = g.add_node(std::move(send));
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+    // Stored and reloaded, never run (a _Recv runs only in a partition executor).
+    af::NodeSpec recv;
+    recv.op = "_Recv";
+    recv.attrs = ends;
+    recv.attrs["dtype"] = af::f32;
+    auto r = g.add_node(std::move(recv));
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  }
   raw("SquaredDifference", {y, af::zeros_like(y)});
   raw("SumToShapeOf", {y, b});
   raw("SparseRowsToDense", {af::gather(w, idx), idx, w});
