@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.h"
 #include "interop/skip.h"
 #include "trainer.h"
 
@@ -120,110 +121,19 @@ inline std::string instances_body(const std::vector<std::vector<float>>& rows, s
   return json{{"instances", inst}}.dump();
 }
 
-class ServeProcess {
+class ServeProcess : public aft::ChildProcess {
  public:
   // Starts the server on a free port and waits (up to 60 s) for its port file.
-  explicit ServeProcess(std::vector<std::string> args) {
-    static int counter = 0;
-    std::string stem = "/tmp/af_serve_proc_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-    port_file_ = stem + ".port";
-    log_file_ = stem + ".log";
-    std::remove(port_file_.c_str());
-    std::vector<std::string> all = {serve_binary(), "--host", "127.0.0.1", "--port", "0", "--port_file", port_file_};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // fork + exec rather than posix_spawn, so the child can ask to die with this process
-    // (PR_SET_PDEATHSIG): a test that aborts leaves no server behind. Only
-    // async-signal-safe calls between fork and exec.
-    int log_fd = ::open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      if (log_fd >= 0) {
-        ::dup2(log_fd, 1);
-        ::dup2(log_fd, 2);
-      }
-      ::execve(argv[0], argv.data(), environ);
-      ::_exit(127);
-    }
-    if (log_fd >= 0) ::close(log_fd);
-    if (pid_ < 0) {
-      pid_ = -1;
-      return;
-    }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline && running()) {
-      std::ifstream in(port_file_);
-      if (in >> port_ && port_ > 0) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-  ~ServeProcess() {
-    kill9();
-    std::remove(port_file_.c_str());
-    std::remove(log_file_.c_str());
-  }
-  ServeProcess(const ServeProcess&) = delete;
-  ServeProcess& operator=(const ServeProcess&) = delete;
-
-  bool started() const { return pid_ > 0 && port_ > 0; }
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-
-  bool running() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      exit_status_ = status;
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-  // SIGTERM, then the exit code, or -1 if it did not exit within `timeout` (then SIGKILL).
-  int terminate(std::chrono::milliseconds timeout) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (!running()) return WIFEXITED(exit_status_) ? WEXITSTATUS(exit_status_) : -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill9();
-    return -1;
-  }
-  std::string log() const {
-    std::ifstream in(log_file_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  // Resident memory in kB, from /proc; 0 when it cannot be read.
-  long rss_kb() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
-    std::string key;
-    long kb = 0;
-    while (in >> key)
-      if (key == "VmRSS:" && in >> kb) return kb;
-    return 0;
-  }
+  explicit ServeProcess(std::vector<std::string> args)
+      : aft::ChildProcess("af_serve_proc", with_binary(std::move(args)), aft::environment_without({}), true,
+                          std::chrono::seconds(60)) {}
 
  private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int exit_status_ = 0;
-  std::string port_file_, log_file_;
+  static std::vector<std::string> with_binary(std::vector<std::string> args) {
+    std::vector<std::string> all = {serve_binary(), "--host", "127.0.0.1", "--port", "0"};
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  }
 };
 
 struct Reply {
