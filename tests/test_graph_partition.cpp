@@ -11,7 +11,7 @@
 #include <set>
 #include <tuple>
 
-#include "test_partition_dag.h"
+#include "random_dag.h"
 
 namespace af = actorflow;
 

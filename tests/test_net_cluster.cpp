@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "test_net_daemon_process.h"
-#include "test_partition_dag.h"
+#include "random_dag.h"
 
 namespace af = actorflow;
 using aftnet::DaemonProcess;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <random>
 
+#include "random_dag.h"
 #include "test_net_daemon_process.h"
 
 namespace af = actorflow;
@@ -22,37 +23,9 @@ namespace {
 
 const char* kToken = "loopback-test-token";
 
-struct RandomGraph {
-  af::Graph g;
-  af::Output x;
-  std::vector<af::Output> fetches;
-};
+using RandomGraph = aftpart::PlacedDag;
 
-// The same shape of DAG as the runtime's property test (tests/test_runtime.cpp).
-void build_random_dag(RandomGraph& rg, std::mt19937& rng) {
-  auto& g = rg.g;
-  rg.x = af::placeholder(g, af::f32, {-1, 4}, "x");
-  std::vector<af::Output> pool{rg.x, af::constant(g, std::vector<float>{0.5f, -1, 2, 0.25f}, af::Shape{4})};
-  int n = 5 + static_cast<int>(rng() % 30);
-  for (int i = 0; i < n; ++i) {
-    auto pick = [&] { return pool[rng() % pool.size()]; };
-    af::Output a = pick(), b = pick(), y;
-    switch (rng() % 9) {
-      case 0: y = a + b; break;
-      case 1: y = a - b; break;
-      case 2: y = a * b; break;
-      case 3: y = af::maximum(a, b); break;
-      case 4: y = af::minimum(a, b); break;
-      case 5: y = af::tanh(a) + b; break;
-      case 6: y = af::identity(a); break;
-      case 7: y = a * 0.5; break;
-      default: y = (a + b) / 3.0; break;
-    }
-    pool.push_back(y);
-  }
-  int k = 1 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < k; ++i) rg.fetches.push_back(pool[pool.size() - 1 - rng() % std::min<size_t>(pool.size() - 2, 6)]);
-}
+void build_random_dag(RandomGraph& rg, std::mt19937& rng) { aftpart::build_placed_dag(rg, rng, {""}, 0); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

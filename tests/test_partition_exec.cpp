@@ -12,7 +12,7 @@
 
 #include <future>
 
-#include "test_partition_dag.h"
+#include "random_dag.h"
 
 namespace af = actorflow;
 namespace rt = actorflow::runtime;

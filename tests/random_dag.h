@@ -1,7 +1,6 @@
-// Random DAGs placed at random over three locations, shared by the partition tests
-// (tests/test_graph_partition.cpp, test_partition_exec.cpp, test_net_cluster.cpp). The op
-// mix is the runtime property test's (tests/test_runtime.cpp); a few control edges
-// between random earlier and later nodes make control edges cross locations too.
+// Random DAGs for the property tests: the runtime's (one location), the remote session's,
+// and the partition tests' (placed at random over several locations, where a few control
+// edges between random earlier and later nodes make control edges cross locations too).
 #pragma once
 #include <actorflow/actorflow.h>
 
@@ -19,7 +18,8 @@ struct PlacedDag {
   std::vector<af::Output> fetches;
 };
 
-// `devices[i]` is a device string; "" leaves the node to the default location.
+// `devices[i]` is a device string; "" leaves the node to the default location ({""}: an
+// unplaced graph).
 inline void build_placed_dag(PlacedDag& d, std::mt19937& rng, const std::vector<std::string>& devices,
                              int control_edges = 3) {
   auto& g = d.g;
