@@ -21,7 +21,10 @@ Status check_endpoints(ShapeContext& c) {
 Status send_shape(ShapeContext& c) {
   AF_RETURN_IF_ERROR(check_endpoints(c));
   DType want = c.node().attr_dtype("dtype");
-  if (c.num_inputs() == 1 && want != DType::invalid && want != c.input_dtype(0))
+  // Always set by the partitioner (float32 for a control edge): a graph read from bytes
+  // whose _Send lacks it could never be written back.
+  if (want == DType::invalid) return c.error("attribute 'dtype' must be set");
+  if (c.num_inputs() == 1 && want != c.input_dtype(0))
     return c.error(std::string("attribute 'dtype' is ") + dtype_name(want) + " but the input is " + c.describe_input(0));
   return Status::OK();
 }
