@@ -47,5 +47,12 @@ TEST_CASE("10,000 steps: memory flat, nothing hangs") {
   int64_t bytes_end = alloc->stats().bytes_in_use;
   INFO("rss " << rss_after_warmup << " -> " << rss_end << " KiB; tensor bytes " << bytes_after_warmup << " -> " << bytes_end);
   CHECK(bytes_end <= bytes_after_warmup + 64 * 1024);
-  CHECK(rss_end <= rss_after_warmup + 8 * 1024);
+#ifdef __SANITIZE_ADDRESS__
+  // ASan keeps freed blocks in its quarantine (256 MiB by default) before reusing them, so
+  // resident memory grows by design; the allocator's own count above still must not.
+  constexpr long kSlackKiB = 256 * 1024 + 8 * 1024;
+#else
+  constexpr long kSlackKiB = 8 * 1024;
+#endif
+  CHECK(rss_end <= rss_after_warmup + kSlackKiB);
 }

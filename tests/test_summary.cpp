@@ -390,7 +390,9 @@ TEST_CASE("golden event file written by tf.summary: scalars, a histogram, legacy
   auto plugin_of = [&](const std::vector<pb::Field>& value) {
     const pb::Field* meta = field(value, 9);
     REQUIRE(meta);
-    const pb::Field* plugin = field(fields(meta->bytes), 1);
+    // field() points into the vector it searches: keep that vector alive.
+    const std::vector<pb::Field> meta_fields = fields(meta->bytes);
+    const pb::Field* plugin = field(meta_fields, 1);
     REQUIRE(plugin);
     auto name = strings(fields(plugin->bytes), 1);
     REQUIRE(name.size() == 1);

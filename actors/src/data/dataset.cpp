@@ -254,6 +254,13 @@ struct SinkQueue {
 class LinkActor : public caf::event_based_actor {
  public:
   LinkActor(caf::actor_config& cfg, int credits) : caf::event_based_actor(cfg), credits_(credits) {}
+  // Neighbours hold each other's handles: drop them at exit, or the chain keeps itself
+  // alive (and its queued chunks) after the iterator is gone.
+  void on_exit() override {
+    upstream_ = caf::actor();
+    downstream_ = caf::actor();
+    outq_.clear();
+  }
   void connect(caf::actor up, caf::actor down) {
     upstream_ = std::move(up);
     downstream_ = std::move(down);
@@ -456,6 +463,7 @@ class StageActor : public LinkActor {
 class SinkActor : public caf::event_based_actor {
  public:
   SinkActor(caf::actor_config& cfg, std::shared_ptr<SinkQueue> q) : caf::event_based_actor(cfg), q_(std::move(q)) {}
+  void on_exit() override { upstream_ = caf::actor(); }
   caf::behavior make_behavior() override {
     return {
         [this](chunk_atom, Chunk& c) {
