@@ -32,8 +32,11 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # Sanitizer build (ASan + UBSan) in its own folder: `make asan`.
+# alloc_dealloc_mismatch=0: Debian's Asio 1.22 frees a handler block with operator delete
+# that another translation unit allocated with aligned_alloc (its feature detection
+# differs between them); everything else ASan checks stays on, leaks included.
 asan:
-	$(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo SANITIZE=ON
+	ASAN_OPTIONS=alloc_dealloc_mismatch=0 $(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo SANITIZE=ON
 
 bench: build
 	bash bench/run
