@@ -249,7 +249,14 @@ TEST_CASE("needs python3-sklearn: 1000 fuzzed requests get the right status and 
   long rss_end = server.rss_kb();
   MESSAGE("RSS after 300 requests " << rss_warm << " kB, after 1000: " << rss_end << " kB");
   CHECK(rss_warm > 0);
-  CHECK(rss_end - rss_warm < 16 * 1024);
+#ifdef __SANITIZE_ADDRESS__
+  // An ASan build of the server keeps freed blocks in its quarantine (256 MiB by default)
+  // before reusing them, so its resident memory grows by design.
+  constexpr long kSlackKiB = 256 * 1024 + 16 * 1024;
+#else
+  constexpr long kSlackKiB = 16 * 1024;
+#endif
+  CHECK(rss_end - rss_warm < kSlackKiB);
   CHECK(server.running());
   CHECK(server.terminate(std::chrono::seconds(30)) == 0);
 }
