@@ -56,11 +56,10 @@ std::optional<Tensor> evaluate(const OptimizedPlan& p, const Node& n) {
   return ctx.output(0);
 }
 
+// Plan nodes are never fed nodes (make_step_plan leaves those out), so every node here
+// really runs.
 void fold_constants(OptimizedPlan& p) {
-  std::set<int> fed;
-  for (const Endpoint& e : p.plan().feeds) fed.insert(e.node);
   for (int id : p.plan().nodes) {
-    if (fed.count(id)) continue;
     auto value = evaluate(p, p.node(id));
     if (!value) continue;
     Node& n = p.rewrite(id);
@@ -99,15 +98,13 @@ void merge_duplicates(OptimizedPlan& p) {
     for (int& c : w.control_inputs)
       if (auto it = replaced.find(c); it != replaced.end()) c = it->second;
   };
-  std::set<int> fed;
-  for (const Endpoint& e : p.plan().feeds) fed.insert(e.node);
   // Equal constants are one constant, so computations on them can match.
   std::unordered_map<std::string, std::vector<int>> consts;
   // Plan order is topological, so inputs are remapped before a node's signature is taken.
   for (int id : p.plan().nodes) {
     remap_inputs(id);
     const Node& n = p.node(id);
-    if (fed.count(id) || is_stateful(n)) continue;
+    if (is_stateful(n)) continue;
     if (is_const(n)) {
       const Tensor* v = n.attr_tensor("value");
       if (!v || v->dtype() == DType::string) continue;
