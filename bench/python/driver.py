@@ -20,6 +20,11 @@ import readme_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# Cases the driver runs itself, not through a program's `--serve` protocol (they start
+# servers, clusters and load generators): serving (serving_case.py) and dist_training
+# (dist_training_case.py). Not in --quick; run when named or in a full run.
+DRIVER_CASES = ("serving", "dist_training")
+
 
 class Worker:
     def __init__(self, name, argv, log=None):
@@ -89,6 +94,11 @@ def loadavg():
         return "?"
 
 
+def _say(line):
+    print(line)
+    sys.stdout.flush()
+
+
 def sample(worker, side):
     r = worker.ask("sample " + side)
     if not r.get("ok"):
@@ -130,14 +140,15 @@ def main():
             owner[c["name"]] = w
             cases.append(c)
 
-    unknown = [c for c in args.cases if c not in owner]
+    unknown = [c for c in args.cases if c not in owner and c not in DRIVER_CASES]
     if unknown:
-        print("unknown case(s): %s; known: %s" % (" ".join(unknown), " ".join(owner)), file=sys.stderr)
+        print("unknown case(s): %s; known: %s" % (" ".join(unknown), " ".join(list(owner) + list(DRIVER_CASES))),
+              file=sys.stderr)
         return 2
     if args.cases:
         cases = [c for c in cases if c["name"] in args.cases]
     elif args.quick:
-        skipped = [c["name"] for c in cases if c["skip_in_quick"]]
+        skipped = [c["name"] for c in cases if c["skip_in_quick"]] + list(DRIVER_CASES)
         cases = [c for c in cases if not c["skip_in_quick"]]
         if skipped:
             print("# --quick skips: %s" % " ".join(skipped))
@@ -239,6 +250,23 @@ def main():
                     x.ask("release")
                 except (RuntimeError, OSError, ValueError):
                     pass
+
+    # ---- serving and dist_training: run by the driver itself (see DRIVER_CASES) ----
+    for name in DRIVER_CASES:
+        if not ((name in args.cases) if args.cases else not args.quick):
+            continue
+        try:
+            if name == "serving":
+                import serving_case
+                results += serving_case.run(args.build, args.quick, fmt, stamp, loadavg, _say)
+            else:
+                import dist_training_case
+                results += dist_training_case.run(args.build, args.quick, fmt, stamp, loadavg, _say, args.python,
+                                                  args.threads)
+        except Exception as e:  # noqa: BLE001 - a failed case is reported, the run goes on
+            failures += 1
+            print("FAIL %s: %s" % (name, e))
+            sys.stdout.flush()
 
     load_after = loadavg()
     for x in workers + py_peers:

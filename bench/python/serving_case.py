@@ -1,0 +1,291 @@
+"""The `serving` case of bench/python/driver.py (issue 14's benchmark).
+
+actorflow-serve (build/tools/actorflow-serve) serves the exported Fashion-MNIST MLP
+(784-256-128-10, exported by `build/bench/serving --export`, i.e. kit::export_model) on
+127.0.0.1, port 0 (it prints `LISTENING host:port`). wrk (Debian's /usr/bin/wrk) posts
+one-row predictions (`{"instances": [[784 floats]]}`) over 64 connections for 20 s, once
+with batching on and once off:
+
+* saturating load: requests/s (and p50/p99 at that load);
+* half the saturating load (each connection waits a random 0..2x its share of the
+  interval before each request, through wrk's Lua `delay()`): p50 and p99 latency.
+
+The peer is the limit: the same export loaded in-process by kit::ServedModel with the
+server's session options, one-row predicts called back to back (`build/bench/serving
+--in-process`: best of 1, 2 and 4 calling threads for throughput; one caller for the
+latency floor). The limit is measured before, between and after the two server runs, and
+each server run is compared with the mean of the two limits around it.
+
+Every child (server, wrk) dies with the driver (PR_SET_PDEATHSIG) and is killed in a
+`finally`, so a failing case leaves nothing running. Standard library only.
+"""
+import ctypes
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+CONNECTIONS = 64
+WRK = "/usr/bin/wrk"
+
+
+def _die_with_parent():
+    # Runs in the child between fork and exec: SIGKILL when the driver dies.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _kill(proc, grace=10):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.terminate()
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _run_json(argv, timeout, every=False):
+    """Runs a helper that prints JSON lines; returns the last one parsed (every: all)."""
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, preexec_fn=_die_with_parent)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv[:2]), p.returncode, p.stderr.strip()[-500:]))
+    lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        raise RuntimeError("%s printed no result: %s" % (" ".join(argv[:2]), p.stdout[-300:]))
+    if every:
+        return [json.loads(x) for x in lines]
+    return json.loads(lines[-1])
+
+
+class Server:
+    """actorflow-serve on 127.0.0.1:0; the port is read from its LISTENING line."""
+
+    def __init__(self, binary, base, batching, log_path):
+        argv = [binary, "--model_name", "fashion", "--model_base_path", base, "--host", "127.0.0.1", "--port", "0",
+                "--access_log", "false", "--file_system_poll_wait_seconds", "0"]
+        if batching:
+            argv += ["--enable_batching", "--max_batch_size", str(CONNECTIONS), "--batch_timeout_micros", "1000"]
+        self.argv = argv
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     preexec_fn=_die_with_parent)
+        self.port = None
+        deadline = time.monotonic() + 60
+        buf = ""
+        while time.monotonic() < deadline and self.port is None:
+            r, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            if r:
+                line = self.proc.stdout.readline()
+                if not line:
+                    break
+                buf += line
+                m = re.match(r"LISTENING \S+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+            elif self.proc.poll() is not None:
+                break
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("actorflow-serve did not print LISTENING (see %s): %s" % (log_path, buf[-300:]))
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def metrics(self):
+        with urllib.request.urlopen(self.url("/metrics"), timeout=10) as r:
+            text = r.read().decode()
+        out = {}
+        for name in ("actorflow_serve_batch_size_sum", "actorflow_serve_batch_size_count",
+                     "actorflow_serve_session_steps_total", "actorflow_serve_predict_requests_total"):
+            m = re.search(r"^%s(?:\{[^}]*\})? (\S+)$" % name, text, re.M)
+            out[name] = float(m.group(1)) if m else 0.0
+        return out
+
+    def stop(self):
+        try:
+            _kill(self.proc)
+        finally:
+            self.log.close()
+
+
+def _wrk_script(path, body_path, delay_ms):
+    # delay(): a random wait of 0..2*delay_ms (mean delay_ms) before each request, so that
+    # the 64 connections do not fire in lockstep; wrk times a request from its write.
+    with open(path, "w") as f:
+        f.write("""wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open("%s", "rb")
+wrk.body = f:read("*a")
+f:close()
+local mean_delay = %d
+function init(args)
+  math.randomseed(math.floor(os.clock() * 1000003) + os.time())
+end
+if mean_delay > 0 then
+  function delay()
+    return math.random(0, 2 * mean_delay)
+  end
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRK_JSON {"requests": %%d, "duration_us": %%d, "p50_us": %%d, "p99_us": %%d, ' ..
+    '"connect": %%d, "read": %%d, "write": %%d, "status": %%d, "timeout": %%d}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+""" % (body_path, delay_ms))
+
+
+def _wrk(url, script, seconds, threads, log):
+    argv = [WRK, "-t%d" % threads, "-c%d" % CONNECTIONS, "-d%ds" % seconds, "--timeout", "10s", "-s", script, url]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=_die_with_parent)
+    try:
+        out, _ = p.communicate(timeout=seconds + 60)
+    finally:
+        _kill(p, grace=2)
+    log.write("$ %s\n%s\n" % (" ".join(argv), out))
+    log.flush()
+    m = re.search(r"^WRK_JSON (.*)$", out, re.M)
+    if p.returncode != 0 or not m:
+        raise RuntimeError("wrk failed (%s): %s" % (p.returncode, out[-400:]))
+    r = json.loads(m.group(1))
+    bad = r["connect"] + r["read"] + r["write"] + r["status"] + r["timeout"]
+    if bad:
+        raise RuntimeError("wrk saw %d failed requests (connect %d, read %d, write %d, non-2xx %d, timeout %d)"
+                           % (bad, r["connect"], r["read"], r["write"], r["status"], r["timeout"]))
+    r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
+    r["p50_ms"] = r["p50_us"] / 1e3
+    r["p99_ms"] = r["p99_us"] / 1e3
+    return r
+
+
+def run(build, quick, fmt, stamp, loadavg, say):
+    """Measures the case; returns the result dicts (the driver's schema). `say` prints a line."""
+    serve_bin = os.path.join(build, "tools", "actorflow-serve")
+    helper = os.path.join(build, "bench", "serving")
+    for path, what in ((serve_bin, "actorflow-serve (libboost-dev missing?)"), (helper, "build/bench/serving"),
+                       (WRK, "wrk (apt-get install wrk)")):
+        if not os.access(path, os.X_OK):
+            say("SKIP serving: %s is not built or installed (%s)" % (path, what))
+            return []
+    seconds = 5 if quick else 20
+    limit_seconds = 2 if quick else 3
+    wrk_threads = max(1, min(2, os.cpu_count() or 1))
+    load_case = loadavg()
+    work = tempfile.mkdtemp(prefix="af-bench-serving-")
+    log = open(os.path.join(build, "bench", "serving.log"), "w")
+    try:
+        _run_json([helper, "--export", work], timeout=300)
+        base = os.path.join(work, "model")
+        os.makedirs(base)
+        shutil.move(os.path.join(work, "1"), os.path.join(base, "1"))
+        body = os.path.join(work, "body.json")
+        with open(os.path.join(work, "expected.json")) as f:
+            expected = json.load(f)
+
+        def limit():
+            best, lat = None, None
+            for r in _run_json([helper, "--in-process", os.path.join(base, "1"), "--seconds", str(limit_seconds),
+                                "--callers", "1,2,4", "--rows", "1"], timeout=120, every=True):
+                callers = r["callers"]
+                log.write("in-process limit: %s\n" % json.dumps(r))
+                if best is None or r["calls_per_s"] > best["calls_per_s"]:
+                    best = r
+                if callers == 1:
+                    lat = r
+            return best, lat
+
+        limits = [limit()]
+        runs = {}
+        for mode, batching in (("batched", True), ("unbatched", False)):
+            srv = Server(serve_bin, base, batching, os.path.join(build, "bench", "serving-%s.log" % mode))
+            try:
+                # The answer must be the model's before anything is timed.
+                req = urllib.request.Request(srv.url("/v1/models/fashion:predict"), data=open(body, "rb").read(),
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    got = json.loads(r.read())["predictions"]
+                if got != expected:
+                    raise RuntimeError("the server predicts %s, the model %s" % (got, expected))
+                url = srv.url("/v1/models/fashion:predict")
+                sat_script = os.path.join(work, "sat.lua")
+                _wrk_script(sat_script, body, 0)
+                _wrk(url, sat_script, 2, wrk_threads, log)  # warm-up: connections, pools, plans
+                m0 = srv.metrics()
+                sat = _wrk(url, sat_script, seconds, wrk_threads, log)
+                m1 = srv.metrics()
+                steps = m1["actorflow_serve_session_steps_total"] - m0["actorflow_serve_session_steps_total"]
+                rows = m1["actorflow_serve_batch_size_sum"] - m0["actorflow_serve_batch_size_sum"]
+                # Half the saturating rate over 64 connections: each waits 64 / (rate / 2) s
+                # per request on average (wrk's delays are whole ms; the answer time, far
+                # below the interval at half load, comes on top, so the rate is a little
+                # under half: the # line gives the rate reached).
+                interval_ms = CONNECTIONS * 1000.0 / (sat["rps"] / 2)
+                delay_ms = max(1, int(round(interval_ms)))
+                half_script = os.path.join(work, "half.lua")
+                _wrk_script(half_script, body, delay_ms)
+                half = _wrk(url, half_script, seconds, wrk_threads, log)
+                runs[mode] = {"sat": sat, "half": half, "delay_ms": delay_ms,
+                              "mean_batch": rows / steps if steps else 0.0, "argv": " ".join(srv.argv[1:])}
+            finally:
+                srv.stop()
+            limits.append(limit())
+    finally:
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+    results = []
+    peer_threads = "kit::ServedModel in-process, the server's session options, 1-row predicts back to back"
+
+    def add(case, ours, peer, unit, higher, work_text, ours_samples, peer_samples, peer_name, ours_threads):
+        ratio = ours / peer
+        say("BENCH %s ours=%s%s peer=%s%s ratio=%s (%s)" % (case, fmt(ours), unit, fmt(peer), unit, fmt(ratio),
+                                                           peer_name))
+        results.append({"case": case, "ours": ours, "peer": peer, "unit": unit, "ratio": ratio,
+                        "peer_name": peer_name, "timestamp": stamp, "higher_is_better": higher,
+                        "ours_speedup": ratio if higher else 1 / ratio, "work": work_text,
+                        "ours_threads": ours_threads, "peer_threads": peer_threads,
+                        "ours_samples": ours_samples, "peer_samples": peer_samples, "pairs": 1,
+                        "warmup_pairs": 1, "internal": False, "load_before": load_case})
+
+    say("# serving: actorflow-serve, exported MLP 784-256-128-10, one-row POST :predict, wrk -t%d -c%d -d%ds; "
+        "limit: in-process one-row predicts (best of 1/2/4 callers)" % (wrk_threads, CONNECTIONS, seconds))
+    for i, mode in enumerate(("batched", "unbatched")):
+        r = runs[mode]
+        before, after = limits[i], limits[i + 1]
+        peer_rps = statistics.mean([before[0]["calls_per_s"], after[0]["calls_per_s"]])
+        lat50 = statistics.mean([before[1]["p50_ms"], after[1]["p50_ms"]])
+        lat99 = statistics.mean([before[1]["p99_ms"], after[1]["p99_ms"]])
+        threads = "actorflow-serve %s" % r["argv"]
+        add("serving_" + mode, r["sat"]["rps"], peer_rps, "req/s", True,
+            "one-row predictions over HTTP, %d connections, %d s, saturating" % (CONNECTIONS, seconds),
+            [r["sat"]["rps"]], [before[0]["calls_per_s"], after[0]["calls_per_s"]], "in-process limit", threads)
+        say("#   %s: saturated p50 %s ms, p99 %s ms; mean rows per session step %.1f; limit %s..%s req/s "
+            "(%d and %d callers); %s%% of the limit%s"
+            % (mode, fmt(r["sat"]["p50_ms"]), fmt(r["sat"]["p99_ms"]), r["mean_batch"],
+               fmt(before[0]["calls_per_s"]), fmt(after[0]["calls_per_s"]), before[0]["callers"],
+               after[0]["callers"], fmt(100 * r["sat"]["rps"] / peer_rps),
+               " (goal with batching: >= 50%)" if mode == "batched" else ""))
+        half = r["half"]
+        for q, peer_lat in (("p50", lat50), ("p99", lat99)):
+            add("serving_%s_%s" % (mode, q), half[q + "_ms"], peer_lat, "ms", False,
+                "%s latency of one-row predictions at half the saturating load (%d connections, %d s)"
+                % (q, CONNECTIONS, seconds),
+                [half[q + "_ms"]], [before[1][q + "_ms"], after[1][q + "_ms"]], "in-process limit", threads)
+        say("#   %s at half load: %s req/s offered by wrk (%.0f%% of saturating; mean delay %d ms per connection), "
+            "p99 %s ms%s; the in-process latency is one caller's predict"
+            % (mode, fmt(half["rps"]), 100 * half["rps"] / r["sat"]["rps"], r["delay_ms"], fmt(half["p99_ms"]),
+               " (goal: <= 5 ms)" if mode == "batched" else ""))
+    return results

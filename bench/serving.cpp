@@ -1,0 +1,168 @@
+// The `serving` case's C++ half (the case itself runs in bench/python/serving_case.py,
+// which starts build/tools/actorflow-serve and drives it with wrk):
+//
+//   build/bench/serving --export DIR
+//     trains the Fashion-MNIST MLP (784-256-128-10, kit::fashion_mnist_model) 100 SGD
+//     steps, exports it with kit::export_model as DIR/1 (what `--mode export` writes and
+//     actorflow-serve loads), and writes DIR/body.json (one test row as TensorFlow
+//     Serving's `{"instances": [[784 floats]]}`) and DIR/expected.json (its class);
+//   build/bench/serving --in-process DIR/1 --seconds S --callers C[,C...] --rows R
+//     the limit: the same export loaded by kit::ServedModel with the server's session
+//     options (the defaults), C threads each calling predict on R rows back to back for
+//     S seconds; prints one JSON line per C with calls/s and per-call p50/p99.
+//
+// Any other command line is the bench harness's (it registers no case: `--serve` answers
+// an empty list to bench/python/driver.py).
+#include <actorflow/actorflow.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/bench.h"
+#include "models.h"
+#include "serving.h"
+
+namespace af = actorflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+int export_model(const std::string& dir) {
+  auto data = kit::load_fashion_mnist(kit::kFashionMnistDir);
+  if (!data.ok()) {
+    std::fprintf(stderr, "serving: %s\n", data.status().to_string().c_str());
+    return 1;
+  }
+  af::Graph g;
+  g.set_seed(1);
+  kit::Flags flags;
+  flags.model = "mlp";
+  flags.model_network = "256 128";
+  kit::Model m = kit::fashion_mnist_model(g, flags);
+  auto train = af::optim::GradientDescent(0.1).minimize(m.loss);
+  auto sess = af::Session::create(g).value();
+  if (!sess.run_init().ok()) return 1;
+  for (int64_t s = 0; s < 100; ++s) {
+    int64_t b = s * 64;
+    auto step = sess.run({}, {{m.x, data->x_train.slice_rows(b, b + 64)}, {m.y, data->y_train.slice_rows(b, b + 64)}},
+                         {train});
+    if (!step.ok()) {
+      std::fprintf(stderr, "serving: training step: %s\n", step.status().to_string().c_str());
+      return 1;
+    }
+  }
+  af::Tensor row = data->x_test.slice_rows(0, 1);
+  auto pred = sess.run({m.prediction}, {{m.x, row}});
+  if (!pred.ok()) return 1;
+  fs::create_directories(dir);
+  if (auto s = kit::export_model(sess, g, m, dir + "/1"); !s.ok()) {
+    std::fprintf(stderr, "serving: export: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  {
+    std::ofstream body(dir + "/body.json");
+    body << "{\"instances\": [[";
+    const float* p = row.data<float>();
+    char buf[32];
+    for (int64_t i = 0; i < row.num_elements(); ++i) {
+      std::snprintf(buf, sizeof buf, "%s%.6g", i ? "," : "", static_cast<double>(p[i]));
+      body << buf;
+    }
+    body << "]]}";
+  }
+  std::ofstream(dir + "/expected.json") << "[" << static_cast<int64_t>((*pred)[0].element_as_double(0)) << "]\n";
+  std::printf("{\"ok\": true, \"export\": \"%s/1\"}\n", dir.c_str());
+  return 0;
+}
+
+int in_process(const std::string& dir, double seconds, const std::vector<int>& caller_counts, int64_t rows) {
+  auto loaded = kit::ServedModel::load(dir);  // the server's session options: the defaults
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "serving: load %s: %s\n", dir.c_str(), loaded.status().to_string().c_str());
+    return 1;
+  }
+  kit::ServedModel model = std::move(*loaded);
+  auto data = kit::load_fashion_mnist(kit::kFashionMnistDir);
+  if (!data.ok()) return 1;
+  af::Tensor x = data->x_test.slice_rows(0, rows);
+  // Warm-up: the first runs build the plan and fill the allocator's pools.
+  for (int i = 0; i < 50; ++i)
+    if (!model.predict(x).ok()) return 1;
+  for (int callers : caller_counts) {
+    std::vector<std::vector<double>> lat(callers);
+    std::atomic<bool> failed{false};
+    auto t0 = bench::Clock::now();
+    auto end = t0 + std::chrono::duration_cast<bench::Clock::duration>(std::chrono::duration<double>(seconds));
+    std::vector<std::thread> ts;
+    for (int c = 0; c < callers; ++c)
+      ts.emplace_back([&, c] {
+        while (bench::Clock::now() < end) {
+          auto s = bench::Clock::now();
+          auto out = model.predict(x);
+          lat[c].push_back(bench::seconds_since(s) * 1e3);
+          if (!out.ok() || out->dim(0) != rows) {
+            failed = true;
+            return;
+          }
+        }
+      });
+    for (auto& t : ts) t.join();
+    double wall = bench::seconds_since(t0);
+    if (failed) {
+      std::fprintf(stderr, "serving: an in-process predict failed\n");
+      return 1;
+    }
+    std::vector<double> all;
+    for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+    std::sort(all.begin(), all.end());
+    auto pct = [&](double q) {
+      return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))];
+    };
+    std::printf("{\"ok\": true, \"callers\": %d, \"rows\": %lld, \"calls\": %zu, \"seconds\": %.3f, \"calls_per_s\": %.1f, "
+                "\"rows_per_s\": %.1f, \"p50_ms\": %.4f, \"p99_ms\": %.4f}\n",
+                callers, static_cast<long long>(rows), all.size(), wall, all.size() / wall, all.size() * rows / wall, pct(0.50),
+                pct(0.99));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "--export") == 0) return export_model(argv[2]);
+  if (argc >= 3 && std::strcmp(argv[1], "--in-process") == 0) {
+    double seconds = 3;
+    std::vector<int> callers;
+    int64_t rows = 1;
+    for (int i = 3; i + 1 < argc; i += 2) {
+      std::string a = argv[i];
+      if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+      else if (a == "--callers") {
+        std::string list = argv[i + 1];
+        for (size_t b = 0; b < list.size();) {
+          size_t e = list.find(',', b);
+          if (e == std::string::npos) e = list.size();
+          callers.push_back(std::max(1, std::atoi(list.substr(b, e - b).c_str())));
+          b = e + 1;
+        }
+      }
+      else if (a == "--rows") rows = std::max(1, std::atoi(argv[i + 1]));
+      else {
+        std::fprintf(stderr, "serving: unknown option %s\n", a.c_str());
+        return 2;
+      }
+    }
+    if (callers.empty()) callers.push_back(1);
+    return in_process(argv[2], seconds, callers, rows);
+  }
+  return bench::main(argc, argv);
+}
