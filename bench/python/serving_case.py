@@ -242,6 +242,14 @@ def run(build, quick, fmt, stamp, loadavg, say):
             finally:
                 srv.stop()
             limits.append(limit())
+            rows_per_step = int(round(runs[mode]["mean_batch"]))
+            if rows_per_step > 1:
+                # The limit at the batch shape the server merged into: rows/s of in-process
+                # predicts of that many rows (a `#` line; the BENCH peer stays the one-row limit).
+                runs[mode]["shaped"] = max(
+                    _run_json([helper, "--in-process", os.path.join(base, "1"), "--seconds", str(limit_seconds),
+                               "--callers", "1,2,4", "--rows", str(rows_per_step)], timeout=120, every=True),
+                    key=lambda r: r["rows_per_s"])
     finally:
         log.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -278,6 +286,11 @@ def run(build, quick, fmt, stamp, loadavg, say):
                fmt(before[0]["calls_per_s"]), fmt(after[0]["calls_per_s"]), before[0]["callers"],
                after[0]["callers"], fmt(100 * r["sat"]["rps"] / peer_rps),
                " (goal with batching: >= 50%)" if mode == "batched" else ""))
+        if "shaped" in r:
+            sh = r["shaped"]
+            say("#   %s: in-process at the server's mean batch shape (%d rows per predict, %d callers): %s rows/s; "
+                "the server reached %s%% of it" % (mode, sh["rows"], sh["callers"], fmt(sh["rows_per_s"]),
+                                                  fmt(100 * r["sat"]["rps"] / sh["rows_per_s"])))
         half = r["half"]
         for q, peer_lat in (("p50", lat50), ("p99", lat99)):
             add("serving_%s_%s" % (mode, q), half[q + "_ms"], peer_lat, "ms", False,
