@@ -114,6 +114,12 @@ struct CleanupStep {
   status @2 :StepStatus;
 }
 
+# A client's word that training is over: the daemon drains its steps, closes its
+# connections and stops (a ps process then exits 0). Any authenticated client may send it.
+struct Shutdown {
+  reason @0 :Text;
+}
+
 struct Frame {
   union {
     hello @0 :Hello;
@@ -128,5 +134,6 @@ struct Frame {
     edge @9 :Edge;
     credit @10 :Credit;
     cleanupStep @11 :CleanupStep;
+    shutdown @12 :Shutdown;
   }
 }

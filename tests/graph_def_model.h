@@ -178,6 +178,8 @@ inline Model build_model() {
   raw("GatherGrad", {af::gather(w, idx), idx, w}, {{"axis", int64_t{0}}});
   raw("GatherGradValues", {af::gather(w, idx), idx});
   raw("ProdOfOthers", {y}, {{"axes", af::AttrValue::Ints{1}}});
+  // What the plan-time fusion pass writes (graph_passes.cpp): MatMul + BiasAdd + Relu.
+  raw("_FusedMatMul", {x, w, b}, {{"relu", true}});
 
   // Losses and metrics.
   auto dense = keep(af::bias_add(af::matmul(x, w), b, "dense"));
@@ -187,6 +189,15 @@ inline Model build_model() {
   keep(af::sigmoid_cross_entropy_with_logits(x, af::sigmoid(x), "sig_xent"));
   keep(af::gradients({dense}, {b})[0]);  // BiasAddGrad
   keep(af::auc(af::greater(x, af::constant(g, 0.0f)), af::sigmoid(x), 10, "auc").update);  // AucAccumulate
+
+  // Summary ops: serialized Summaries are deterministic (no wall time); merge_all reads
+  // the "summaries" collection.
+  {
+    af::NameScope s(g, "summaries");
+    af::summary::scalar("total", af::reduce_sum(x));
+    af::summary::histogram("x", x);
+    keep(af::summary::merge_all(g));
+  }
 
   // Convolution, pooling, batch normalization and dropout, with their gradient ops.
   {
@@ -242,6 +253,24 @@ inline Model build_model() {
     apply("ApplyRMSProp", {f(0.01), f(0.9), f(0.5), f(1e-10)}, 4, {"ms", "mom"});
     apply("ApplyAdam", {f(0.9), f(0.999), f(0.1), f(0.9), f(0.999), f(1e-8)}, 6, {"m", "v"}, {{"use_nesterov", true}});
     apply("ApplyFtrl", {f(0.1), f(0.01), f(0.02), f(-0.5)}, 0, {"accum", "linear"});
+  }
+
+  // Distributed training's coordination ops (distributed.h), in the GraphDef only: their
+  // kernels wait for other workers, so they are not fetched.
+  {
+    af::train::WorkerTable table;
+    table.device = "";
+    table.num_workers = 2;
+    auto clock = af::constant(g, int64_t{1}, "clock");
+    af::train::worker_clock(g, table, 0, clock, 1, 10);
+    af::train::worker_done(g, table, 1);
+    af::train::wait_workers_done(g, table, 10);
+    af::train::worker_clock_log(g, table);
+    af::optim::GradientDescent sgd(0.1);
+    af::train::SyncReplicasOptions so;
+    so.timeout_ms = 10;
+    af::Output sync_loss = af::mean(af::matmul(x, w));
+    af::train::sync_replicas_minimize(sgd, sync_loss, af::train::global_step(g), 0, so, {w});
   }
 
   // State updates, grouping and control dependencies.

@@ -156,9 +156,9 @@ TEST_CASE("graph def: serialize -> deserialize keeps every node, attribute, coll
   for (int i = 0; i < m.g->num_nodes(); ++i) CHECK(g2.node(i).name == m.g->node(i).name);
   CHECK(g2.serialize() == bytes);
   CHECK(g2.to_string() == m.g->to_string());
-  CHECK(g2.collection("variables").size() == 13);  // + batch norm gamma, beta, moving mean, variance
+  CHECK(g2.collection("variables").size() == 14);  // + batch norm gamma, beta, moving mean, variance; global_step
   CHECK(g2.collection("trainable_variables").size() == 10);
-  CHECK(g2.collection("init_ops").size() == 17);  // 13 variables + 4 AUC counters
+  CHECK(g2.collection("init_ops").size() == 18);  // 14 variables + 4 AUC counters
 
   // The loaded graph keeps growing with fresh names.
   std::string next = m.g->peek_unique_name("Identity");

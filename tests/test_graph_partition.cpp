@@ -199,8 +199,8 @@ TEST_CASE("an op on a variable runs where the variable lives and brings it along
   {
     af::DeviceScope d(g, "/job:worker/task:0");
     x = af::placeholder(g, af::f32, {2}, "x");
-    bump = af::assign_add(v, x, "bump");  // asked for the worker, colocated with v
   }
+  bump = af::assign_add(v, x, "bump");  // no device of its own: colocated with v
   af::PartitionOptions opts;
   opts.nodes = g.prune({bump.node_id()});
   auto p = af::partition(g, opts);
@@ -209,4 +209,25 @@ TEST_CASE("an op on a variable runs where the variable lives and brings it along
   CHECK(p->location_of.at("v") == "/job:ps/task:0/cpu:0");
   REQUIRE(p->edges.size() == 1);  // x crosses to the ps
   CHECK(p->edges[0].src.node == x.node_id());
+}
+
+TEST_CASE("an explicit placement that contradicts colocation is an error naming both") {
+  af::Graph g;
+  af::Output v, bump;
+  {
+    af::DeviceScope d(g, "/job:ps/task:0");
+    v = af::variable(g, af::Tensor::from_vector(std::vector<float>{1, 2}, {2}), "v");
+  }
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    bump = af::assign_add(v, af::constant(g, af::Tensor::from_vector(std::vector<float>{1, 1}, {2})), "bump");
+  }
+  af::PartitionOptions opts;
+  opts.nodes = g.prune({bump.node_id()});
+  auto p = af::partition(g, opts);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.status().message().find("'bump'") != std::string::npos);
+  CHECK(p.status().message().find("'v'") != std::string::npos);
+  CHECK(p.status().message().find("/job:worker/task:0") != std::string::npos);
+  CHECK(p.status().message().find("/job:ps/task:0") != std::string::npos);
 }

@@ -149,6 +149,14 @@ Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time
 
 void DaemonClient::post(Message m) { conn_->send(std::move(m)); }
 
+Status DaemonClient::request_shutdown(const std::string& reason, Clock::time_point deadline) {
+  conn_->send(ShutdownMsg{reason});
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return closed_.has_value(); }))
+    return deadline_exceeded(who() + " did not close its connection after a Shutdown request");
+  return Status::OK();
+}
+
 Result<uint64_t> DaemonClient::register_message(RegisterGraphMsg m, Clock::time_point deadline) {
   uint64_t id;
   {

@@ -47,6 +47,9 @@ class DaemonClient {
   // Tells the daemon that step `step` of partition `handle` failed elsewhere.
   void cleanup_step(uint64_t handle, uint64_t step, const Status& why);
 
+  // Sends Shutdown and waits for the daemon to close the connection.
+  Status request_shutdown(const std::string& reason, Clock::time_point deadline);
+
   // False once the connection has closed (the daemon died or went away).
   bool alive() const;
   // The daemon's task and incarnation, from its Hello.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "connection.h"
+#include "connection_client.h"
 #include "partition_service.h"
 #include "peer_table.h"
 #include "token.h"
@@ -56,6 +57,10 @@ struct NodeDaemon::Impl {
   std::condition_variable stop_cv;
   bool stopped = false;
   bool stop_started = false;
+  // Runs the stop a client's Shutdown asked for (stop() may not run on the io thread).
+  std::thread stopper;
+
+  void stop_once();
 
   void log(const std::string& line) { opts.log(line); }
   void accept();
@@ -122,6 +127,12 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
   if (std::holds_alternative<EdgeFrameMsg>(m) || std::holds_alternative<CreditMsg>(m)) {
     // Never blocks: it hands the bytes to a rendezvous.
     partitions->deliver(m);
+    return;
+  }
+  if (auto* sd = std::get_if<ShutdownMsg>(&m)) {
+    log("shutdown requested by " + c->label() + (sd->reason.empty() ? std::string() : ": " + sd->reason));
+    std::lock_guard<std::mutex> lock(stop_mu);
+    if (!stop_started && !stopper.joinable()) stopper = std::thread([this] { stop_once(); });
     return;
   }
   if (auto* a = std::get_if<CleanupStepMsg>(&m)) {
@@ -240,6 +251,12 @@ NodeDaemon::NodeDaemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NodeDaemon::~NodeDaemon() {
   stop();
   join();
+  std::thread stopper;
+  {
+    std::lock_guard<std::mutex> lock(impl_->stop_mu);
+    stopper.swap(impl_->stopper);
+  }
+  if (stopper.joinable()) stopper.join();
 }
 
 Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
@@ -307,24 +324,35 @@ const std::string& NodeDaemon::task() const { return impl_->opts.task; }
 uint64_t NodeDaemon::incarnation() const { return impl_->incarnation; }
 size_t NodeDaemon::num_graphs() const { return impl_->service ? impl_->service->num_graphs() : 0; }
 
-void NodeDaemon::stop() {
+void NodeDaemon::Impl::stop_once() {
   {
-    std::lock_guard<std::mutex> lock(impl_->stop_mu);
-    if (impl_->stop_started) return;
-    impl_->stop_started = true;
+    std::lock_guard<std::mutex> lock(stop_mu);
+    if (stop_started) return;
+    stop_started = true;
   }
-  impl_->stopping = true;
-  impl_->shutdown();
+  stopping = true;
+  shutdown();
   {
-    std::lock_guard<std::mutex> lock(impl_->stop_mu);
-    impl_->stopped = true;
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stopped = true;
   }
-  impl_->stop_cv.notify_all();
+  stop_cv.notify_all();
 }
+
+void NodeDaemon::stop() { impl_->stop_once(); }
 
 void NodeDaemon::join() {
   std::unique_lock<std::mutex> lock(impl_->stop_mu);
   impl_->stop_cv.wait(lock, [this] { return impl_->stopped; });
+}
+
+Status request_shutdown(const std::string& host, uint16_t port, const std::string& reason, int timeout_ms) {
+  auto deadline = DaemonClient::Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto token = load_token();
+  if (!token.ok() && token.status().code() != Code::not_found) return token.status();
+  std::string label = "af://" + host + ":" + std::to_string(port);
+  AF_ASSIGN_OR_RETURN(auto client, DaemonClient::connect(host, port, token.ok() ? *token : std::string(), label, deadline));
+  return client->request_shutdown(reason, deadline);
 }
 
 }  // namespace actorflow::net

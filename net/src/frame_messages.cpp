@@ -104,6 +104,7 @@ struct Writer {
     b.setStepId(m.step_id);
     write_status(m.status, b.initStatus());
   }
+  void operator()(const ShutdownMsg& m) { f.initShutdown().setReason(text(m.reason)); }
   void operator()(const CreditMsg& m) {
     auto b = f.initCredit();
     b.setSession(m.session);
@@ -163,6 +164,7 @@ Result<Message> read_frame(wire::Frame::Reader f) {
       auto r = f.getCleanupStep();
       return Message{CleanupStepMsg{r.getHandle(), r.getStepId(), read_status(r.getStatus())}};
     }
+    case wire::Frame::SHUTDOWN: return Message{ShutdownMsg{str(f.getShutdown().getReason())}};
     case wire::Frame::CREDIT: {
       auto r = f.getCredit();
       return Message{CreditMsg{r.getSession(), r.getEdge(), str(r.getToLocation())}};
@@ -175,7 +177,8 @@ Result<Message> read_frame(wire::Frame::Reader f) {
 
 const char* message_name(const Message& m) {
   static const char* names[] = {"Hello",   "AuthProof", "Welcome",    "RegisterGraph", "Registered",
-                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit", "CleanupStep"};
+                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit", "CleanupStep",
+                                "Shutdown"};
   return names[m.index()];
 }
 

@@ -83,9 +83,14 @@ struct CleanupStepMsg {
   Status status;
 };
 
+struct ShutdownMsg {
+  std::string reason;
+};
+
 // The order matches the Frame union of net.capnp: the header's type is index + 1.
 using Message = std::variant<HelloMsg, AuthProofMsg, WelcomeMsg, RegisterGraphMsg, RegisteredMsg, RunStepMsg,
-                             StepDoneMsg, CloseGraphMsg, HeartbeatMsg, EdgeFrameMsg, CreditMsg, CleanupStepMsg>;
+                             StepDoneMsg, CloseGraphMsg, HeartbeatMsg, EdgeFrameMsg, CreditMsg, CleanupStepMsg,
+                             ShutdownMsg>;
 
 inline uint16_t frame_type(const Message& m) { return static_cast<uint16_t>(m.index() + 1); }
 const char* message_name(const Message& m);

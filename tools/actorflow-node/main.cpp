@@ -17,6 +17,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
+
+#include <signal.h>
+#include <unistd.h>
 
 namespace afn = actorflow::net;
 
@@ -81,6 +85,8 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  // Raised by the thread below when a client's Shutdown request has stopped the daemon.
+  sigaddset(&stop_signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -100,11 +106,16 @@ int main(int argc, char** argv) {
   }
   std::cout << "LISTENING " << (*daemon)->address() << std::endl;
 
+  std::thread watcher([&] {
+    (*daemon)->join();
+    kill(getpid(), SIGUSR1);
+  });
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::cerr << "[actorflow-node " << opts.task << "] " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
-            << ": draining steps and closing connections" << std::endl;
+  if (sig != SIGUSR1)
+    std::cerr << "[actorflow-node " << opts.task << "] " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+              << ": draining steps and closing connections" << std::endl;
   (*daemon)->stop();
-  (*daemon)->join();
+  watcher.join();
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "actorflow/data/dataset.h"
 #include "actorflow/data/readers.h"
 #include "actorflow/device.h"
+#include "actorflow/distributed.h"
 #include "actorflow/dsl.h"
 #include "actorflow/net/cluster_sources.h"
 #include "actorflow/net/cluster_spec.h"

@@ -3,6 +3,7 @@
 // where inputs precede consumers; shape and dtype inference runs as each node is added.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -160,6 +161,10 @@ class Graph {
   void push_name_scope(const std::string& s);
   void pop_name_scope();
   void push_device(const std::string& d);
+  // A device function (TF's `with tf.device(fn)`): decides the device of each node made
+  // in its scope from the node (op, attributes, and the device the enclosing scopes
+  // gave it). See replica_device_setter.
+  void push_device_function(std::function<std::string(const Node&)> fn);
   void pop_device();
   const std::string& current_device() const;
   void push_control_dependencies(std::vector<Operation> deps);
@@ -218,7 +223,11 @@ class Graph {
   std::map<std::string, int> name_counts_;
   std::map<std::string, int> scope_counts_;
   std::vector<std::string> name_scopes_;  // each a full prefix ending in "/"
-  std::vector<std::string> devices_;
+  struct DeviceEntry {
+    std::string device;
+    std::function<std::string(const Node&)> fn;  // set for a device function
+  };
+  std::vector<DeviceEntry> devices_;
   std::vector<std::vector<Operation>> control_scopes_;
   std::map<std::string, std::vector<int>> collections_;
   std::vector<VarScope> var_scopes_;
@@ -244,6 +253,9 @@ class NameScope {
 class DeviceScope {
  public:
   DeviceScope(Graph& g, const std::string& device) : g_(g) { g_.push_device(device); }
+  DeviceScope(Graph& g, std::function<std::string(const Node&)> device_fn) : g_(g) {
+    g_.push_device_function(std::move(device_fn));
+  }
   ~DeviceScope() { g_.pop_device(); }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;

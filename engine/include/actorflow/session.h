@@ -22,6 +22,9 @@ struct GraphOptimizerOptions {
   bool common_subexpressions = true;
   // Nodes that no fetch or target needs after the passes above are not run.
   bool prune = true;
+  // MatMul followed by BiasAdd (and Relu) runs as one _FusedMatMul kernel (oneDNN's
+  // post-ops) where the CPU kernels are built with oneDNN.
+  bool fuse_matmul_bias_relu = true;
 };
 
 struct SessionOptions {
@@ -53,6 +56,11 @@ struct SessionOptions {
   // actors; beyond this the least recently used idle one is shut down.
   int max_cached_plans = 32;
   GraphOptimizerOptions optimizer;
+  // Cluster targets only: sessions that name the same container share the variables
+  // (and the coordination state of sync and bounded-staleness training) that live on a
+  // daemon, as all sessions on a TF server share its default container; this is how the
+  // workers of between-graph replication train one model. "" = this session's own.
+  std::string shared_container;
 };
 
 // Per-run settings, as TF's RunOptions.

@@ -1,5 +1,7 @@
 #include "actorflow/variables.h"
 
+#include <optional>
+
 #include <cmath>
 
 #include "actorflow/dsl_core.h"
@@ -110,6 +112,10 @@ Output attach_init(Graph& g, const Output& var, F make_value, bool trainable) {
   const std::string full = var.node().name;
   Output init_op;
   {
+    // The initializer runs where the variable lives (TF colocates it): a variable on a
+    // ps is initialized there, not computed on a worker and sent.
+    std::optional<DeviceScope> on_var;
+    if (!var.node().device.empty()) on_var.emplace(g, var.node().device);
     NameScope s(g, full + "/");
     init_op = add(g, "Assign", "Assign", {make_value()}, {{"variable", full}});
   }

@@ -171,11 +171,16 @@ void Graph::push_name_scope(const std::string& s) {
   name_scopes_.push_back(full + "/");
 }
 void Graph::pop_name_scope() { name_scopes_.pop_back(); }
-void Graph::push_device(const std::string& d) { devices_.push_back(d); }
+void Graph::push_device(const std::string& d) { devices_.push_back({d, nullptr}); }
+void Graph::push_device_function(std::function<std::string(const Node&)> fn) {
+  devices_.push_back({"", std::move(fn)});
+}
 void Graph::pop_device() { devices_.pop_back(); }
 const std::string& Graph::current_device() const {
   static const std::string empty;
-  return devices_.empty() ? empty : devices_.back();
+  for (auto it = devices_.rbegin(); it != devices_.rend(); ++it)
+    if (!it->fn) return it->device;
+  return empty;
 }
 void Graph::push_control_dependencies(std::vector<Operation> deps) { control_scopes_.push_back(std::move(deps)); }
 void Graph::pop_control_dependencies() { control_scopes_.pop_back(); }
@@ -322,6 +327,10 @@ Result<Operation> Graph::add_node(NodeSpec spec) {
   node->name = peek_unique_name(base);
   node->id = static_cast<int>(nodes_.size());
   AF_RETURN_IF_ERROR(infer(*node));
+  // Scopes apply outermost first, so the innermost has the last word; a device function
+  // sees the node complete, with the device the scopes outside it gave.
+  node->device.clear();
+  for (auto& d : devices_) node->device = d.fn ? d.fn(*node) : d.device;
   node->name = unique_name(base);
   int id = node->id;
   by_name_[node->name] = id;

@@ -63,7 +63,21 @@ class Partitioner {
     // An op on a variable runs where the variable lives (TF colocates them): the
     // variable's state is that process's.
     std::vector<int> vars = variables_of(id);
-    if (!vars.empty() && !loc_[static_cast<size_t>(vars[0])].empty()) loc = loc_[static_cast<size_t>(vars[0])];
+    if (!vars.empty() && !loc_[static_cast<size_t>(vars[0])].empty()) {
+      const std::string& var_loc = loc_[static_cast<size_t>(vars[0])];
+      // Colocation decides; a placement that says otherwise is a mistake to report.
+      for (int v : vars)
+        if (!loc_[static_cast<size_t>(v)].empty() && loc_[static_cast<size_t>(v)] != var_loc)
+          return invalid_argument("'" + orig.name + "' (" + orig.op + ") uses variable '" + g_.node(vars[0]).name +
+                                  "' on " + var_loc + " and variable '" + g_.node(v).name + "' on " +
+                                  loc_[static_cast<size_t>(v)] + "; the variables an op updates must share a task");
+      if (!orig.device.empty() && loc != var_loc && !opts_.node_to_loc)
+        return invalid_argument("'" + orig.name + "' (" + orig.op + ") is placed on " + loc + " but uses variable '" +
+                                g_.node(vars[0]).name + "' on " + var_loc +
+                                "; an op on a variable runs where the variable lives: drop its device or place "
+                                "both on one task");
+      loc = var_loc;
+    }
     loc_[static_cast<size_t>(id)] = loc;
     out_.location_of[orig.name] = loc;
     Node n;

@@ -22,9 +22,16 @@ std::vector<std::string> ResourceMgr::variable_names() const {
   return names;
 }
 
+std::shared_ptr<Resource> ResourceMgr::find_resource(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = resources_.find(name);
+  return it == resources_.end() ? nullptr : it->second;
+}
+
 void ResourceMgr::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   variables_.clear();
+  resources_.clear();
 }
 
 }  // namespace actorflow

@@ -3,6 +3,7 @@
 #include "actorflow/optimizers.h"
 
 #include <map>
+#include <optional>
 
 #include <algorithm>
 
@@ -123,6 +124,9 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
   std::vector<Output> vars;
   for (auto& [gr, v] : todo) {
     vars.push_back(v);
+    // Slots live beside their variable (TF's colocate_with(primary)).
+    std::optional<DeviceScope> on_var;
+    if (!v.node().device.empty()) on_var.emplace(g, v.node().device);
     auto& mine = slot_vars_[v.node().name];
     for (size_t i = 0; i < slots_.size(); ++i) {
       Output have = find_variable(g, mine[slots_[i].key]);
@@ -131,7 +135,12 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
       mine[slots_[i].key] = make_variable(g, slot_name, slots_[i].init, v.shape(), v.dtype()).node().name;
     }
   }
-  prepare(g, vars);
+  {
+    // Optimizer-wide state (Adam's beta powers) beside the first variable, as TF does.
+    std::optional<DeviceScope> on_first;
+    if (!vars[0].node().device.empty()) on_first.emplace(g, vars[0].node().device);
+    prepare(g, vars);
+  }
 
   // Every node that reads a variable on the way to these gradients runs before that
   // variable's update: then the update finds no reader holding the buffer and works in
@@ -157,6 +166,8 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
     NameScope scope(g, op_name);
     for (auto& [gr, v] : todo) {
       NameScope per_var(g, "update_" + v.node().name);
+      std::optional<DeviceScope> on_var;
+      if (!v.node().device.empty()) on_var.emplace(g, v.node().device);
       ApplySpec spec = apply_spec(g, v);
       NodeSpec node;
       node.name = spec.op;

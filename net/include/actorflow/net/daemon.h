@@ -68,4 +68,10 @@ class NodeDaemon {
   std::unique_ptr<Impl> impl_;
 };
 
+// Tells the daemon at host:port that training is over: it drains its steps in flight,
+// closes its connections and stops, and a ps process serving it exits 0. Returns once the
+// daemon has closed the connection, or fails at the deadline naming the daemon. The
+// token is the cluster's (ACTORFLOW_TOKEN, ACTORFLOW_TOKEN_FILE).
+Status request_shutdown(const std::string& host, uint16_t port, const std::string& reason, int timeout_ms = 10000);
+
 }  // namespace actorflow::net

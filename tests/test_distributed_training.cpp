@@ -1,0 +1,242 @@
+// The graph side of distributed training, in one process: replica_device_setter's
+// placements, sync replicas (two workers' averaged gradients equal one step on the
+// doubled batch; stale gradients dropped and counted; a round that times out goes on
+// with what arrived), and bounded staleness read from the clock records.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "actorflow/graph_partition.h"
+#include "test_util.h"
+
+namespace af = actorflow;
+namespace L = actorflow::layers;
+
+namespace {
+
+const af::Node* node(const af::Graph& g, const std::string& name) {
+  const af::Node* n = g.find_node(name);
+  REQUIRE_MESSAGE(n, "no node " << name);
+  return n;
+}
+
+// A two-layer model whose loss is the mean over the batch, so that the mean of two
+// workers' gradients is the gradient of the doubled batch.
+struct Mlp {
+  af::Output x, y, loss, step;
+  std::vector<af::Output> vars;
+};
+
+Mlp build_mlp(af::Graph& g) {
+  Mlp m;
+  m.x = af::placeholder(g, af::f32, {-1, 4}, "x");
+  m.y = af::placeholder(g, af::f32, {-1, 1}, "y");
+  auto w1 = af::get_variable(g, "w1", {4, 8}, af::glorot_uniform_initializer(3));
+  auto b1 = af::get_variable(g, "b1", {8}, af::zeros_initializer());
+  auto w2 = af::get_variable(g, "w2", {8, 1}, af::glorot_uniform_initializer(4));
+  auto h = af::relu(af::matmul(m.x, w1) + b1);
+  m.loss = af::mean(af::square(af::matmul(h, w2) - m.y));
+  m.step = af::train::global_step(g);
+  m.vars = {w1, b1, w2};
+  return m;
+}
+
+af::Tensor batch(int64_t rows, int seed, int cols) {
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<float>(seed * 131 + static_cast<int>(i)) * 0.37f);
+  return af::Tensor::from_vector(v, {rows, cols});
+}
+
+af::Tensor concat_rows(const af::Tensor& a, const af::Tensor& b) {
+  std::vector<float> v(a.data<float>(), a.data<float>() + a.num_elements());
+  v.insert(v.end(), b.data<float>(), b.data<float>() + b.num_elements());
+  return af::Tensor::from_vector(v, {a.dim(0) + b.dim(0), a.dim(1)});
+}
+
+}  // namespace
+
+TEST_CASE("replica_device_setter: variables round-robin on the ps tasks with their slots and initializers") {
+  af::Graph g;
+  Mlp m;
+  af::Operation train;
+  {
+    af::DeviceScope placement(g, af::train::replica_device_setter(2, "/job:worker/task:1"));
+    m = build_mlp(g);
+    af::optim::Adam adam(0.01);
+    train = adam.minimize(m.loss, {}, m.step);
+  }
+  CHECK(node(g, "w1")->device == "/job:ps/task:0/cpu:0");
+  CHECK(node(g, "b1")->device == "/job:ps/task:1/cpu:0");
+  CHECK(node(g, "w2")->device == "/job:ps/task:0/cpu:0");
+  CHECK(node(g, "global_step")->device == "/job:ps/task:1/cpu:0");
+  // Slots and initializers beside their variable; the model's ops on the worker.
+  CHECK(node(g, "w1/Adam")->device == "/job:ps/task:0/cpu:0");
+  CHECK(node(g, "b1/Adam_1")->device == "/job:ps/task:1/cpu:0");
+  CHECK(node(g, "w1/Assign")->device == "/job:ps/task:0/cpu:0");
+  CHECK(node(g, "Adam/update_w2/ApplyAdam")->device == "/job:ps/task:0/cpu:0");
+  for (int id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).name.rfind("w2/Initializer", 0) == 0)
+      CHECK_MESSAGE(g.node(id).device == "/job:ps/task:0/cpu:0", g.node(id).name);
+  CHECK(m.loss.node().device == "/job:worker/task:1");
+  // The update ops run where their variable lives, and the graph partitions cleanly.
+  for (int id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).op == "ApplyAdam") CHECK(g.node(id).device == node(g, g.node(id).attr_string("variable"))->device);
+  af::PartitionOptions opts;
+  opts.nodes = g.prune({train.node_id()});
+  auto p = af::partition(g, opts);
+  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  CHECK(p->graphs.size() == 3);
+}
+
+TEST_CASE("replica_device_setter: greedy by bytes balances the ps tasks") {
+  af::Graph g;
+  af::DeviceScope placement(g, af::train::replica_device_setter(2, "/job:worker/task:0", af::train::PsStrategy::greedy_by_bytes));
+  af::get_variable(g, "big", {100, 100});
+  af::get_variable(g, "small1", {10});
+  af::get_variable(g, "small2", {10});
+  af::get_variable(g, "mid", {50, 50});
+  CHECK(node(g, "big")->device == "/job:ps/task:0/cpu:0");
+  CHECK(node(g, "small1")->device == "/job:ps/task:1/cpu:0");
+  CHECK(node(g, "small2")->device == "/job:ps/task:1/cpu:0");
+  CHECK(node(g, "mid")->device == "/job:ps/task:1/cpu:0");
+}
+
+TEST_CASE("sync replicas: two workers' mean gradient equals one step on the doubled batch") {
+  af::Tensor x0 = batch(6, 1, 4), x1 = batch(6, 2, 4), y0 = batch(6, 3, 1), y1 = batch(6, 4, 1);
+  std::vector<af::Tensor> expected;
+  {
+    af::Graph g;
+    Mlp m = build_mlp(g);
+    af::optim::Adam adam(0.05);
+    auto train = adam.minimize(m.loss, {}, m.step);
+    auto sess = af::Session::create(g);
+    REQUIRE(sess.ok());
+    REQUIRE(sess->run_init().ok());
+    for (int s = 0; s < 3; ++s)
+      REQUIRE(sess->run({}, {{m.x, concat_rows(x0, x1)}, {m.y, concat_rows(y0, y1)}}, {train}).ok());
+    auto v = sess->run({m.vars[0], m.vars[1], m.vars[2], m.step});
+    REQUIRE(v.ok());
+    expected = *v;
+  }
+  af::Graph g;
+  Mlp m = build_mlp(g);
+  af::optim::Adam adam(0.05);
+  af::train::SyncReplicasOptions so;
+  so.replicas_to_aggregate = 2;
+  so.timeout_ms = 20000;
+  auto chief = af::train::sync_replicas_minimize(adam, m.loss, m.step, 0, so);
+  auto other = af::train::sync_replicas_minimize(adam, m.loss, m.step, 1, so);
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  REQUIRE(sess->run_init().ok());
+  af::Status worker_status = af::Status::OK();
+  std::thread worker([&] {
+    int64_t local = 0;
+    for (int s = 0; s < 3 && worker_status.ok(); ++s) {
+      auto r = sess->run({other.worker_step}, {{m.x, x1}, {m.y, y1}, {other.local_step, af::Tensor::scalar<int64_t>(local)}});
+      if (!r.ok()) worker_status = r.status();
+      else local = (*r)[0].item<int64_t>();
+    }
+  });
+  int64_t local = 0;
+  for (int s = 0; s < 3; ++s) {
+    auto r = sess->run({chief.chief_step}, {{m.x, x0}, {m.y, y0}, {chief.local_step, af::Tensor::scalar<int64_t>(local)}});
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    local = (*r)[0].item<int64_t>();
+    CHECK(local == s + 1);
+  }
+  worker.join();
+  REQUIRE_MESSAGE(worker_status.ok(), worker_status.to_string());
+  auto v = sess->run({m.vars[0], m.vars[1], m.vars[2], m.step});
+  REQUIRE(v.ok());
+  CHECK((*v)[3].item<int64_t>() == 3);
+  for (int i = 0; i < 3; ++i) {
+    const af::Tensor& a = (*v)[static_cast<size_t>(i)];
+    const af::Tensor& b = expected[static_cast<size_t>(i)];
+    REQUIRE(a.num_elements() == b.num_elements());
+    for (int64_t k = 0; k < a.num_elements(); ++k) CHECK(std::abs(a.data<float>()[k] - b.data<float>()[k]) <= 1e-5f);
+  }
+  // A gradient computed for a round already applied is dropped and counted.
+  auto late = sess->run({other.worker_step, other.num_stale},
+                        {{m.x, x1}, {m.y, y1}, {other.local_step, af::Tensor::scalar<int64_t>(1)}});
+  REQUIRE_MESSAGE(late.ok(), late.status().to_string());
+  CHECK((*late)[0].item<int64_t>() == 3);  // the round it may go on with
+  auto stale = sess->run({other.num_stale});
+  REQUIRE(stale.ok());
+  CHECK((*stale)[0].item<int64_t>() == 3);  // one per variable
+}
+
+TEST_CASE("sync replicas: a round without its replicas goes on after the timeout") {
+  af::Graph g;
+  Mlp m = build_mlp(g);
+  af::optim::GradientDescent sgd(0.1);
+  af::train::SyncReplicasOptions so;
+  so.replicas_to_aggregate = 2;
+  so.timeout_ms = 300;
+  auto chief = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 0, so);
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  REQUIRE(sess->run_init().ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = sess->run({chief.chief_step}, {{m.x, batch(4, 1, 4)}, {m.y, batch(4, 2, 1)}, {chief.local_step, af::Tensor::scalar<int64_t>(0)}});
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  CHECK((*r)[0].item<int64_t>() == 1);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(250));
+  // A worker waiting for a round the chief never applies fails at its deadline.
+  auto other = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 1, so);
+  auto w = sess->run({other.worker_step}, {{m.x, batch(4, 1, 4)}, {m.y, batch(4, 2, 1)}, {other.local_step, af::Tensor::scalar<int64_t>(5)}});
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.status().code() == af::Code::deadline_exceeded);
+  CHECK(w.status().message().find("chief") != std::string::npos);
+}
+
+TEST_CASE("bounded staleness: the fast worker is never more than S clocks ahead of the slowest") {
+  af::Graph g;
+  af::train::WorkerTable table;
+  table.device = "";
+  table.num_workers = 2;
+  const int64_t S = 2;
+  auto clock = af::placeholder(g, af::i64, af::Shape{}, "clock");
+  auto fast = af::train::worker_clock(g, table, 0, clock, S, 20000);
+  auto slow = af::train::worker_clock(g, table, 1, clock, S, 20000);
+  auto done0 = af::train::worker_done(g, table, 0);
+  auto done1 = af::train::worker_done(g, table, 1);
+  auto all_done = af::train::wait_workers_done(g, table, 20000);
+  auto log = af::train::worker_clock_log(g, table);
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  const int kSteps = 12;
+  af::Status slow_status = af::Status::OK();
+  std::thread slow_worker([&] {
+    for (int c = 1; c <= kSteps && slow_status.ok(); ++c) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the test hook: a slow worker
+      auto r = sess->run({slow}, {{clock, af::Tensor::scalar<int64_t>(c)}});
+      if (!r.ok()) slow_status = r.status();
+    }
+    if (slow_status.ok()) slow_status = sess->run({}, {}, {done1}).status();
+  });
+  for (int c = 1; c <= kSteps; ++c) {
+    auto r = sess->run({fast}, {{clock, af::Tensor::scalar<int64_t>(c)}});
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  }
+  REQUIRE(sess->run({}, {}, {done0}).ok());
+  auto n = sess->run({all_done});
+  slow_worker.join();
+  REQUIRE_MESSAGE(slow_status.ok(), slow_status.to_string());
+  REQUIRE(n.ok());
+  CHECK((*n)[0].item<int64_t>() == 2);
+  auto records = sess->run({log});
+  REQUIRE(records.ok());
+  const af::Tensor& t = (*records)[0];
+  REQUIRE(t.dim(0) == 2 * kSteps);
+  int64_t max_lead = 0;
+  for (int64_t r = 0; r < t.dim(0); ++r) {
+    const int64_t* row = t.data<int64_t>() + 3 * r;
+    int64_t lead = row[1] - row[2];
+    CHECK_MESSAGE(lead <= S, "worker " << row[0] << " went on at clock " << row[1] << " with the slowest at " << row[2]);
+    if (row[0] == 0) max_lead = std::max(max_lead, lead);
+  }
+  CHECK(max_lead == S);  // the fast worker did run ahead, as far as allowed
+}
