@@ -93,11 +93,13 @@ std::string encode_file_version_event(double wall_time, std::string_view version
   return event(wall_time, 0, 3, version);
 }
 
-std::string encode_scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
-  return event(wall_time, step, 5, summary_value(tag, 2, nullptr, value));
+std::string encode_summary_event(double wall_time, int64_t step, std::string_view summary) {
+  return event(wall_time, step, 5, summary);
 }
 
-std::string encode_histogram_event(double wall_time, int64_t step, std::string_view tag, const Histogram& h) {
+std::string encode_scalar_summary(std::string_view tag, float value) { return summary_value(tag, 2, nullptr, value); }
+
+std::string encode_histogram_summary(std::string_view tag, const Histogram& h) {
   // HistogramProto: min = 1, max = 2, num = 3, sum = 4, sum_squares = 5 (doubles),
   // bucket_limit = 6, bucket = 7 (packed repeated double).
   Writer w;
@@ -109,7 +111,7 @@ std::string encode_histogram_event(double wall_time, int64_t step, std::string_v
   w.packed_doubles(6, h.bucket_limit);
   w.packed_doubles(7, h.bucket);
   std::string histo = w.take();
-  return event(wall_time, step, 5, summary_value(tag, 5, &histo, 0));
+  return summary_value(tag, 5, &histo, 0);
 }
 
 std::string encode_graph_event(double wall_time, const std::string& graph_def) { return event(wall_time, 0, 4, graph_def); }

@@ -29,8 +29,12 @@ Result<Histogram> make_histogram(const std::string& tag, const Tensor& values);
 
 // ---- tensorflow.Event ----
 std::string encode_file_version_event(double wall_time, std::string_view version);
-std::string encode_scalar_event(double wall_time, int64_t step, std::string_view tag, float value);
-std::string encode_histogram_event(double wall_time, int64_t step, std::string_view tag, const Histogram& h);
+// An Event carrying a serialized tf.Summary.
+std::string encode_summary_event(double wall_time, int64_t step, std::string_view summary);
+
+// ---- tensorflow.Summary with one Value ----
+std::string encode_scalar_summary(std::string_view tag, float value);
+std::string encode_histogram_summary(std::string_view tag, const Histogram& h);
 std::string encode_graph_event(double wall_time, const std::string& graph_def);
 // tensorflow.GraphDef: NodeDef name/op/input/device, attributes, and "_output_shapes".
 std::string encode_graph_def(const Graph& graph);

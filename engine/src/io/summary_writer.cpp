@@ -113,14 +113,29 @@ Status SummaryWriter::append(const std::string& event) {
 
 Status SummaryWriter::add_scalar(const std::string& tag, float value, int64_t step) {
   AF_RETURN_IF_ERROR(check_tag(tag, "add_scalar"));
-  return append(pb::encode_scalar_event(wall_time(), step, tag, value));
+  return append(pb::encode_summary_event(wall_time(), step, encode_scalar_summary(tag, value)));
 }
 
 Status SummaryWriter::add_histogram(const std::string& tag, const Tensor& values, int64_t step) {
   AF_RETURN_IF_ERROR(check_tag(tag, "add_histogram"));
-  auto h = pb::make_histogram(tag, values);
-  if (!h.ok()) return h.status().with_context("SummaryWriter::add_histogram");
-  return append(pb::encode_histogram_event(wall_time(), step, tag, *h));
+  auto summary = encode_histogram_summary(tag, values);
+  if (!summary.ok()) return summary.status().with_context("SummaryWriter::add_histogram");
+  return append(pb::encode_summary_event(wall_time(), step, *summary));
+}
+
+Status SummaryWriter::add_summary(const std::string& serialized_summary, int64_t step) {
+  // Checked here, where the caller can still act: in the file it would be a corrupt
+  // event that only TensorBoard notices.
+  if (auto tags = summary_tags(serialized_summary); !tags.ok())
+    return tags.status().with_context("SummaryWriter::add_summary");
+  return append(pb::encode_summary_event(wall_time(), step, serialized_summary));
+}
+
+Status SummaryWriter::add_summary(const Tensor& summary, int64_t step) {
+  if (!summary.valid() || summary.dtype() != DType::string || summary.num_elements() != 1)
+    return invalid_argument("SummaryWriter::add_summary: expected a string tensor of one element (a fetched summary op), got " +
+                            summary.type_string());
+  return add_summary(summary.data<std::string>()[0], step);
 }
 
 Status SummaryWriter::add_graph(const Graph& graph) {
