@@ -3,12 +3,16 @@
 
 usage: test_local_cluster.py launcher LOCAL_CLUSTER ACTORFLOW_NODE
        test_local_cluster.py sample LOCAL_CLUSTER CANCER_CLASSIFIER
+       test_local_cluster.py deploy SOURCE_DIR
 
 launcher: the launcher itself, with small bash programs as tasks and the node daemon:
           flags and ports, prefixed whole lines, the chief's status, --grace, --timeout,
           SIGTERM and SIGINT (tasks that ignore SIGTERM, grandchildren), bad options.
 sample:   2 ps + 2 workers of the real cancer classifier; exits 77 (skipped) while the
           sample does not take --ps_hosts.
+deploy:   deploy/kubernetes's TFJob parses and has its parts (PyYAML when installed, else
+          a line check); deploy/slurm's sbatch passes `bash -n` and, with a stand-in srun,
+          exports the token from a mode-600 file, refuses a readable one, and runs srun.
 
 Every process a case starts carries the case's unique temporary folder in its command
 line; each case ends by checking that none is left, and kills any it finds.
@@ -402,15 +406,98 @@ def run_sample(launcher, sample):
             show(out, err)
 
 
+# ---------------------------------------------------------------------------- deploy/
+
+def check_tfjob(path):
+    text = open(path).read()
+    check("\t" not in text, f"{path}: has a tab")
+    try:
+        import yaml
+    except ImportError:
+        print(f"PyYAML is not installed: checking {path} line by line only", flush=True)
+        for needed in ("apiVersion: kubeflow.org/v1", "kind: TFJob", "PS:", "Worker:", "replicas: 2",
+                       "- name: tensorflow", "containerPort: 2222", "name: ACTORFLOW_TOKEN", "secretKeyRef:",
+                       "- cancer_classifier", "- --sync_mode", "- async"):
+            check(needed in text, f"{path}: lacks '{needed}'")
+        return
+    doc = yaml.safe_load(text)
+    check(doc.get("apiVersion") == "kubeflow.org/v1" and doc.get("kind") == "TFJob", f"{path}: not a kubeflow.org/v1 TFJob")
+    specs = doc.get("spec", {}).get("tfReplicaSpecs", {})
+    check(sorted(specs) == ["PS", "Worker"], f"{path}: replica specs {sorted(specs)}")
+    for kind, spec in specs.items():
+        check(spec.get("replicas") == 2, f"{path}: {kind} has {spec.get('replicas')} replicas")
+        containers = spec.get("template", {}).get("spec", {}).get("containers", [])
+        c = next((c for c in containers if c.get("name") == "tensorflow"), None)
+        if not check(c, f"{path}: {kind} has no container named tensorflow"):
+            continue
+        command = c.get("command", []) + c.get("args", [])
+        check(command[:1] == ["cancer_classifier"], f"{path}: {kind} runs {command[:1]}")
+        joined = " ".join(command)
+        check("--sync_mode async" in joined or "--sync_mode=async" in joined, f"{path}: {kind} is not async")
+        check("--ps_hosts" not in joined and "--worker_hosts" not in joined, f"{path}: {kind} names hosts (TF_CONFIG should)")
+        check({"name": "tfjob-port", "containerPort": 2222} in c.get("ports", []), f"{path}: {kind} has no tfjob-port 2222")
+        env = {e.get("name"): e for e in c.get("env", [])}
+        check("TF_CONFIG" not in env, f"{path}: {kind} sets TF_CONFIG itself")
+        ref = env.get("ACTORFLOW_TOKEN", {}).get("valueFrom", {}).get("secretKeyRef", {})
+        check(ref.get("name") and ref.get("key"), f"{path}: {kind}'s ACTORFLOW_TOKEN is not from a Secret")
+        check(c.get("image"), f"{path}: {kind} has no image")
+
+
+def check_sbatch(path):
+    r = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+    check(r.returncode == 0, f"bash -n {path}: {r.stderr}")
+    text = open(path).read()
+    for needed in ("#SBATCH --nodes=", "#SBATCH --ntasks-per-node=", "srun ", "--num_ps", "--base_port",
+                   "--distribution=block"):
+        check(needed in text, f"{path}: lacks '{needed}'")
+    with Case("sbatch") as c:
+        home, build, bindir = (os.path.join(c.dir, d) for d in ("home", "build", "bin"))
+        os.makedirs(os.path.join(build, "samples"))
+        os.makedirs(bindir)
+        os.makedirs(home)
+        program = os.path.join(build, "samples", "cancer_classifier")
+        with open(program, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        with open(os.path.join(bindir, "srun"), "w") as f:  # prints what the tasks would get
+            f.write('#!/bin/bash\necho "SRUN $* TOKEN=$ACTORFLOW_TOKEN"\n')
+        for f in (program, os.path.join(bindir, "srun")):
+            os.chmod(f, 0o755)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "ACTORFLOW_"))}
+        env.update(HOME=home, PATH=bindir + os.pathsep + env.get("PATH", ""), ACTORFLOW_BUILD=build,
+                   WORK_DIR=os.path.join(c.dir, "work"))
+        r = subprocess.run(["bash", path], env=env, capture_output=True, text=True, cwd=c.dir, timeout=60)
+        token_file = os.path.join(home, ".config", "actorflow", "token")
+        check(r.returncode == 0, f"{path} with a stand-in srun: status {r.returncode}: {r.stderr}")
+        if check(os.path.isfile(token_file), f"{path} made no token file"):
+            check(os.stat(token_file).st_mode & 0o777 == 0o600, f"the token file has mode {os.stat(token_file).st_mode & 0o777:o}")
+            token = open(token_file).read().strip()
+            srun = [l for l in r.stdout.splitlines() if l.startswith("SRUN ")]
+            check(len(srun) == 1 and srun[0].endswith(" TOKEN=" + token) and len(token) >= 32,
+                  f"srun did not run once with the file's token: {srun}")
+            check(srun and f"{program} --num_ps 2 --base_port 2222 --sync_mode async" in srun[0],
+                  f"srun's command: {srun}")
+            os.chmod(token_file, 0o644)
+            r = subprocess.run(["bash", path], env=env, capture_output=True, text=True, cwd=c.dir, timeout=60)
+            check(r.returncode != 0 and "readable by you only" in r.stderr and "SRUN" not in r.stdout,
+                  f"a token file others can read was used: {r.returncode} {r.stderr}")
+
+
+def run_deploy(source):
+    check_tfjob(os.path.join(source, "deploy", "kubernetes", "cancer-classifier-tfjob.yaml"))
+    check_sbatch(os.path.join(source, "deploy", "slurm", "cancer_classifier.sbatch"))
+
+
 def main(argv):
-    if len(argv) != 3 or argv[0] not in ("launcher", "sample"):
+    if argv[:1] == ["deploy"] and len(argv) == 2:
+        run_deploy(argv[1])
+    elif len(argv) != 3 or argv[0] not in ("launcher", "sample"):
         print(__doc__, file=sys.stderr)
         return 2
-    mode, launcher, other = argv
-    if mode == "launcher":
+    elif argv[0] == "launcher":
+        launcher, other = argv[1:]
         run_launcher(launcher, other)
     else:
-        run_sample(launcher, other)
+        run_sample(argv[1], argv[2])
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", flush=True)
         return 1
