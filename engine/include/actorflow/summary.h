@@ -116,8 +116,8 @@ Output scalar(const std::string& name, const Output& value);
 // error naming the node and tag.
 Output histogram(const std::string& name, const Output& values);
 // A MergeSummary of `summaries` (string tensors of serialized Summaries). `name` is
-// "<scope>/<op name>", as TF's default "Merge/MergeSummary"; the scope is made unique
-// ("Merge_1/MergeSummary"). A duplicate tag fails the step. `summaries` must not be empty.
+// "<scope>/<op name>", as TF's default "Merge/MergeSummary", with the scope made unique
+// ("Merge_1/MergeSummary"), or a node name without a "/". A duplicate tag fails the step. `summaries` must not be empty.
 Output merge(const std::vector<Output>& summaries, const std::string& name = "Merge/MergeSummary");
 // merge() of every op in `collection` so far. With none, an invalid Output
 // (default-constructed), as TF's merge_all returns None: test it with valid() before
