@@ -1,9 +1,12 @@
 #include "graph_passes.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <set>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "actorflow/kernel.h"
 #include "actorflow/op_registry.h"
@@ -137,6 +140,184 @@ void merge_duplicates(OptimizedPlan& p) {
     if (auto it = replaced.find(id); it != replaced.end()) id = it->second;
 }
 
+// MatMul -> BiasAdd (-> Relu) chains become one _FusedMatMul node (oneDNN's bias and
+// relu post-ops; ops/cpu/fused_matmul_kernels.cpp), as Grappler's remapper does. A link
+// of the chain is fused only when the tensor it passes on is read by nothing else in the
+// plan and is neither fetched nor fed, and the node it drops is no target; so in a
+// training graph, where Relu's gradient reads the BiasAdd output, MatMul + BiasAdd fuse
+// and the Relu stays. The fused node is a rewrite of the last node it replaces (same id,
+// name, device and outputs), so fetches of that node and its consumers are untouched;
+// it waits for the control inputs of every node it replaces, and nodes that waited for a
+// replaced node wait for it instead (unless the fused node would then wait for them
+// itself: a chain whose bias waits for its MatMul stays unfused). f32 and f64 only.
+void fuse_matmul_bias_relu(OptimizedPlan& p) {
+  StepPlan& plan = p.mutable_plan();
+  std::unordered_set<int> in_plan(plan.nodes.begin(), plan.nodes.end());
+  std::unordered_map<int, std::vector<int>> readers;        // node -> plan nodes reading any output (once per input)
+  std::unordered_map<int, std::vector<int>> control_users;  // node -> plan nodes waiting for it
+  for (int id : plan.nodes) {
+    const Node& n = p.node(id);
+    for (const Endpoint& e : n.inputs) readers[e.node].push_back(id);
+    for (int c : n.control_inputs) control_users[c].push_back(id);
+  }
+  std::unordered_set<int> pinned;  // fetched, fed or run as a target: must run as itself
+  for (const Endpoint& e : plan.fetches)
+    if (e.node >= 0) pinned.insert(e.node);
+  for (const Endpoint& e : plan.feeds) pinned.insert(e.node);
+  for (int id : plan.fetch_ops) pinned.insert(id);
+
+  auto fusable_dtype = [](const Node& n) {
+    return n.num_outputs() == 1 && (n.output_dtypes[0] == DType::f32 || n.output_dtypes[0] == DType::f64);
+  };
+  // `mid`'s one output goes to `next` alone, and nothing needs `mid` to run as itself.
+  auto only_feeds = [&](int mid, int next) {
+    if (pinned.count(mid)) return false;
+    auto r = readers.find(mid);
+    return r != readers.end() && r->second.size() == 1 && r->second[0] == next;
+  };
+  // Whether any node waiting for one of `replaced` is an ancestor (in the plan as
+  // rewritten so far) of one of `extra`, the inputs the fused node adds after the MatMul:
+  // it would then wait for the fused node that waits for it.
+  auto waiters_would_cycle = [&](const std::vector<int>& replaced, const std::vector<int>& extra) {
+    std::unordered_set<int> waiters;
+    for (int r : replaced)
+      if (auto c = control_users.find(r); c != control_users.end()) waiters.insert(c->second.begin(), c->second.end());
+    for (int r : replaced) waiters.erase(r);
+    if (waiters.empty()) return false;
+    std::unordered_set<int> seen;
+    std::vector<int> stack(extra.begin(), extra.end());
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      if (!in_plan.count(id) || !seen.insert(id).second) continue;
+      if (waiters.count(id)) return true;
+      const Node& n = p.node(id);
+      for (const Endpoint& e : n.inputs) stack.push_back(e.node);
+      for (int c : n.control_inputs) stack.push_back(c);
+    }
+    return false;
+  };
+
+  std::unordered_set<int> removed;
+  bool redirected = false;
+  for (int id : plan.nodes) {
+    const Node& ba = p.node(id);
+    if (ba.op != "BiasAdd" || ba.inputs.size() != 2 || !fusable_dtype(ba)) continue;
+    if (ba.attr_string("data_format", "NHWC") != "NHWC") continue;
+    const int mm_id = ba.inputs[0].node;
+    if (!in_plan.count(mm_id) || removed.count(mm_id)) continue;
+    const Node& mm = p.node(mm_id);
+    if (mm.op != "MatMul" || mm.inputs.size() != 2 || !fusable_dtype(mm) || mm.output_dtypes[0] != ba.output_dtypes[0] ||
+        mm.device != ba.device || !only_feeds(mm_id, id))
+      continue;
+    std::vector<int> extra{ba.inputs[1].node};
+    extra.insert(extra.end(), ba.control_inputs.begin(), ba.control_inputs.end());
+    // The Relu, when BiasAdd's output goes to it alone.
+    int relu_id = -1;
+    if (auto r = readers.find(id); r != readers.end() && r->second.size() == 1) {
+      const int cand = r->second[0];
+      const Node& rn = p.node(cand);
+      std::vector<int> with_relu = extra;
+      with_relu.insert(with_relu.end(), rn.control_inputs.begin(), rn.control_inputs.end());
+      if (rn.op == "Relu" && rn.device == ba.device && in_plan.count(cand) && only_feeds(id, cand) &&
+          !waiters_would_cycle({mm_id, id, cand}, with_relu))
+        relu_id = cand;
+    }
+    if (relu_id < 0 && waiters_would_cycle({mm_id, id}, extra)) continue;
+    const int last = relu_id >= 0 ? relu_id : id;
+    std::vector<int> replaced{mm_id};
+    if (relu_id >= 0) replaced.push_back(id);
+    auto is_chain = [&](int n) { return n == last || std::find(replaced.begin(), replaced.end(), n) != replaced.end(); };
+
+    std::vector<Endpoint> inputs{mm.inputs[0], mm.inputs[1], ba.inputs[1]};
+    std::map<std::string, AttrValue> attrs{{"transpose_a", AttrValue(mm.attr_bool("transpose_a"))},
+                                           {"transpose_b", AttrValue(mm.attr_bool("transpose_b"))},
+                                           {"relu", AttrValue(relu_id >= 0)}};
+    std::vector<int> control;
+    auto add_control = [&](const std::vector<int>& cs) {
+      for (int c : cs)
+        if (!is_chain(c) && std::find(control.begin(), control.end(), c) == control.end()) control.push_back(c);
+    };
+    add_control(mm.control_inputs);
+    add_control(ba.control_inputs);
+    if (relu_id >= 0) add_control(p.node(relu_id).control_inputs);
+
+    Node& f = p.rewrite(last);
+    f.op = "_FusedMatMul";
+    f.inputs = std::move(inputs);
+    f.attrs = std::move(attrs);
+    f.control_inputs = std::move(control);
+    // a, b and bias keep their reader counts: the fused node reads each once in place of
+    // MatMul and BiasAdd. Nodes that waited for a replaced node wait for the fused one.
+    for (int gone : replaced) {
+      removed.insert(gone);
+      auto c = control_users.find(gone);
+      if (c == control_users.end()) continue;
+      for (int u : c->second) {
+        if (is_chain(u)) continue;
+        Node& w = p.rewrite(u);
+        std::vector<int> deps;
+        for (int d : w.control_inputs) {
+          const int to = d == gone ? last : d;
+          if (std::find(deps.begin(), deps.end(), to) == deps.end()) deps.push_back(to);
+        }
+        w.control_inputs = std::move(deps);
+        control_users[last].push_back(u);
+        redirected = true;
+      }
+    }
+    ++p.mutable_stats().fused;
+  }
+  if (removed.empty()) return;
+  std::vector<int> kept;
+  for (int id : plan.nodes)
+    if (!removed.count(id)) kept.push_back(id);
+  if (redirected) {
+    // A moved waiter may stand before the fused node: sort again (depth first over the
+    // old order, so an already ordered plan keeps its order).
+    std::unordered_set<int> live(kept.begin(), kept.end()), done;
+    std::vector<int> order;
+    order.reserve(kept.size());
+    std::vector<std::pair<int, size_t>> stack;  // node, next dependency to visit
+    for (int root : kept) {
+      if (done.count(root)) continue;
+      stack.push_back({root, 0});
+      done.insert(root);
+      while (!stack.empty()) {
+        auto& [id, next] = stack.back();
+        const Node& n = p.node(id);
+        const size_t num_deps = n.inputs.size() + n.control_inputs.size();
+        bool pushed = false;
+        while (!pushed && next < num_deps) {
+          const int dep = next < n.inputs.size() ? n.inputs[next].node : n.control_inputs[next - n.inputs.size()];
+          ++next;
+          if (live.count(dep) && done.insert(dep).second) {
+            stack.push_back({dep, 0});
+            pushed = true;
+          }
+        }
+        if (!pushed) {
+          order.push_back(id);
+          stack.pop_back();
+        }
+      }
+    }
+    kept.swap(order);
+  }
+  plan.nodes.swap(kept);
+}
+
+// AF_FUSE_MATMUL_BIAS_RELU=0 switches the fusion off for a whole process, for A/B runs
+// of programs that do not expose SessionOptions (bench/run mlp_training with each), as
+// AF_MATMUL_BACKEND does for the matmul kernel.
+bool fusion_allowed_by_env() {
+  static const bool allowed = [] {
+    const char* e = std::getenv("AF_FUSE_MATMUL_BIAS_RELU");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return allowed;
+}
+
 void prune(OptimizedPlan& p) {
   StepPlan& plan = p.mutable_plan();
   std::set<int> in_plan(plan.nodes.begin(), plan.nodes.end());
@@ -166,6 +347,7 @@ Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan pl
   auto p = std::make_shared<OptimizedPlan>(g, std::move(plan));
   if (opts.constant_folding) fold_constants(*p);
   if (opts.common_subexpressions) merge_duplicates(*p);
+  if (opts.fuse_matmul_bias_relu && fusion_allowed_by_env()) fuse_matmul_bias_relu(*p);
   if (opts.prune) prune(*p);
   return p;
 }

@@ -13,6 +13,7 @@ struct PassStats {
   int folded = 0;        // nodes replaced by their value (constant folding)
   int deduplicated = 0;  // nodes merged into an identical earlier node (CSE)
   int pruned = 0;        // nodes no fetch or target needs any more
+  int fused = 0;         // _FusedMatMul nodes written (each replaces 2 or 3 nodes)
 };
 
 // The nodes one executor runs.
@@ -39,7 +40,8 @@ class OptimizedPlan {
 };
 
 // Folds nodes whose inputs are all constants into Const nodes (evaluating their CPU
-// kernels now), merges identical stateless nodes, then drops nodes nothing needs.
+// kernels now), merges identical stateless nodes, fuses MatMul -> BiasAdd (-> Relu)
+// chains into _FusedMatMul nodes, then drops nodes nothing needs.
 Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan plan, const GraphOptimizerOptions& opts);
 
 }  // namespace actorflow::runtime
