@@ -6,12 +6,16 @@
 #include <asio.hpp>
 
 #include <atomic>
+#include <csignal>
 #include <condition_variable>
 #include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include "connection.h"
 #include "connection_client.h"
@@ -353,6 +357,37 @@ Status request_shutdown(const std::string& host, uint16_t port, const std::strin
   std::string label = "af://" + host + ":" + std::to_string(port);
   AF_ASSIGN_OR_RETURN(auto client, DaemonClient::connect(host, port, token.ok() ? *token : std::string(), label, deadline));
   return client->request_shutdown(reason, deadline);
+}
+
+namespace {
+sigset_t stop_signal_set() {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGTERM);
+  sigaddset(&s, SIGINT);
+  // Raised by wait_until_stopped's watcher when a Shutdown request stopped the daemon.
+  sigaddset(&s, SIGUSR1);
+  return s;
+}
+}  // namespace
+
+void block_stop_signals() {
+  sigset_t s = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &s, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+int wait_until_stopped(NodeDaemon& daemon) {
+  std::thread watcher([&daemon] {
+    daemon.join();
+    kill(getpid(), SIGUSR1);
+  });
+  sigset_t s = stop_signal_set();
+  int sig = 0;
+  sigwait(&s, &sig);
+  daemon.stop();
+  watcher.join();
+  return sig == SIGUSR1 ? 0 : sig;
 }
 
 }  // namespace actorflow::net

@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "cluster.h"
 #include "models.h"
 #include "trainer.h"
 
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   if (f.model == "lr")
     kit::reject_flags(f, {"--model_network", "--enable_bn", "--enable_dropout", "--dropout_keep_prob"}, "to --model lr");
   kit::per_model_paths(f, defaults);
+  // A ps task serves its share of the variables here and exits when training is over.
+  auto task = kit::start_task(f, "cancer_classifier");
 
   auto data = kit::load_breast_cancer(f.data_dir, static_cast<uint64_t>(f.seed));
   if (!data.ok()) {
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   af::Graph g;
+  auto placement = task->place(g);  // variables on the ps tasks when distributed
   g.set_seed(f.seed);
   kit::Model m;
   int64_t nf = data->x_train.dim(1);
@@ -48,5 +52,5 @@ int main(int argc, char** argv) {
   auto predicted = af::cast(af::greater(logit, af::scalar_like(g, af::f32, 0.0)), af::f32);
   m.accuracy = af::mean(af::cast(af::equal(predicted, labels), af::f32), {}, false);
   m.prediction = af::sigmoid(logit, "probability");
-  return kit::run_main(f, g, m, *data, "cancer_classifier");
+  return kit::run_main(f, g, m, *data, "cancer_classifier", nullptr, task.get());
 }

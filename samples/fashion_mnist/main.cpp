@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "cluster.h"
 #include "models.h"
 #include "trainer.h"
 
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   kit::Flags f = kit::parse_flags(argc, argv, {"fashion_mnist", kit::kFashionMnistModels}, defaults);
   kit::reject_flags(f, kit::fashion_mnist_unused_flags(f.model), "to --model " + f.model);
   kit::per_model_paths(f, defaults);
+  // A ps task serves its share of the variables here and exits when training is over.
+  auto task = kit::start_task(f, "fashion_mnist");
 
   auto data = kit::load_fashion_mnist(f.data_dir);
   if (!data.ok()) {
@@ -33,7 +36,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   af::Graph g;
+  auto placement = task->place(g);  // variables on the ps tasks when distributed
   g.set_seed(f.seed);
   kit::Model m = kit::fashion_mnist_model(g, f);
-  return kit::run_main(f, g, m, *data, "fashion_mnist");
+  return kit::run_main(f, g, m, *data, "fashion_mnist", nullptr, task.get());
 }

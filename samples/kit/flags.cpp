@@ -120,6 +120,47 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
   app.add_option("--threads", f.threads, "CPU threads (0 = all cores)")->capture_default_str();
   app.add_option("--data_dir", f.data_dir, "data location")->capture_default_str();
   app.add_option("--max_steps", f.max_steps, "stop after this many steps (-1: no limit)")->capture_default_str();
+  // Distributed training: one process per task, as the seeds start them.
+  app.add_option("--ps_hosts", f.ps_hosts, "the cluster's ps tasks, host:port,...");
+  app.add_option("--worker_hosts", f.worker_hosts, "the cluster's worker tasks, host:port,... (worker 0 is the chief)");
+  app.add_option("--chief_hosts", f.chief_hosts, "a separate chief task, host:port");
+  app.add_option("--job_name", f.job_name, "this task's job: ps|worker|chief");
+  app.add_option("--task_index", f.task_index, "this task's index in its job")->capture_default_str();
+  app.add_option("--cluster_spec", f.cluster_spec, "the cluster as TF's JSON (or the TF_CONFIG form)");
+  app.add_option("--num_ps", f.num_ps, "Slurm / Open MPI: how many of the first ranks are ps tasks")->capture_default_str();
+  app.add_option("--base_port", f.base_port, "Slurm / Open MPI: port of a node's first task")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--mpi_hosts", f.mpi_hosts, "Open MPI: the hosts, e.g. n[1-4]");
+  app.add_option("--sync_mode", f.sync_mode, "async|sync|ssp: how the workers' updates meet on the ps")
+      ->check(one_of({"async", "sync", "ssp"}, "an update mode"))
+      ->capture_default_str();
+  app.add_option("--replicas_to_aggregate", f.replicas_to_aggregate,
+                 "sync: gradients averaged per step (0: the workers minus --backup_workers)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backup_workers", f.backup_workers, "sync: workers a step does not wait for")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--staleness", f.staleness, "ssp: clocks a worker may run ahead of the slowest")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--replication", f.replication, "between_graph (every worker its own graph) | in_graph (one client, a tower per worker)")
+      ->check(one_of({"between_graph", "in_graph"}, "a replication"))
+      ->capture_default_str();
+  app.add_option("--ps_strategy", f.ps_strategy, "round_robin|greedy_by_bytes: how variables spread over the ps tasks")
+      ->check(one_of({"round_robin", "greedy_by_bytes"}, "a placement strategy"))
+      ->capture_default_str();
+  app.add_option("--sync_timeout_ms", f.sync_timeout_ms, "how long a sync round or an ssp clock waits for slow workers")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--startup_timeout_ms", f.startup_timeout_ms, "how long a task waits for the others and for the chief's initialization")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--clock_log", f.clock_log, "ssp: the chief writes the ps's clock records (worker clock slowest) here");
+  app.add_option("--slow_step_ms", f.slow_step_ms, "test hook: sleep this long before every training step")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -35,6 +35,23 @@ struct Flags {
   std::string data_dir;      // where the sample's data lives (a default per sample)
   int64_t max_steps = -1;    // stop early (tests and quick runs)
 
+  // Distributed training (cluster.h). The cluster comes from the seeds' flags, a
+  // --cluster_spec file, TF_CONFIG, Slurm or Open MPI (net/README.md).
+  std::string ps_hosts, worker_hosts, chief_hosts, job_name, task_index = "0", cluster_spec;
+  int num_ps = 0;              // Slurm / Open MPI: the first ranks that are ps tasks
+  int base_port = 2222;        // Slurm / Open MPI: port of a node's first task
+  std::string mpi_hosts;       // Open MPI: the hosts
+  std::string sync_mode = "async";  // async|sync|ssp
+  int replicas_to_aggregate = 0;    // sync: gradients per round (0: workers - backup_workers)
+  int backup_workers = 0;           // sync: workers beyond those a round waits for
+  int staleness = 2;                // ssp: how many clocks ahead of the slowest a worker may run
+  std::string replication = "between_graph";  // between_graph|in_graph
+  std::string ps_strategy = "round_robin";    // round_robin|greedy_by_bytes
+  int64_t sync_timeout_ms = 60000;     // a round / clock wait gives up (and says so) after this
+  int64_t startup_timeout_ms = 120000; // how long a task waits for the others to come up
+  std::string clock_log;               // ssp: the chief writes the ps's clock records here
+  int64_t slow_step_ms = 0;            // a test hook: sleep this long before every step
+
   // The flags the command line named ("--model", ...), for samples that reject a flag
   // only where it does not apply.
   std::set<std::string> given;

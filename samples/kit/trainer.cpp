@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "distributed_trainer.h"
 #include "progress.h"
 
 namespace kit {
@@ -193,7 +194,27 @@ std::string row_text(const af::Tensor& t, int64_t r) {
 }  // namespace
 
 int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const std::string& sample_name,
-             af::optim::Optimizer* optimizer) {
+             af::optim::Optimizer* optimizer, ClusterTask* task) {
+  if (task && task->distributed) {
+    auto r = train_distributed(g, m, data, f, *task, optimizer);
+    if (!r.ok()) {
+      std::cerr << sample_name << ": " << r.status().to_string() << "\n";
+      return 1;
+    }
+    if (!task->is_chief) {
+      std::printf("RESULT sample=%s role=worker task=%s global_step=%lld seconds=%.1f examples_per_second=%.0f "
+                  "first_loss=%.4f final_loss=%.4f\n",
+                  sample_name.c_str(), task->self.c_str(), static_cast<long long>(r->steps), r->seconds,
+                  r->examples_per_second, r->first_loss, r->last_loss);
+      return 0;
+    }
+    std::printf("RESULT sample=%s model=%s role=chief sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
+                "steps=%lld seconds=%.1f examples_per_second=%.0f first_loss=%.4f final_loss=%.4f\n",
+                sample_name.c_str(), f.model.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
+                r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
+                r->first_loss, r->last_loss);
+    return 0;
+  }
   std::string export_dir = f.saved_model_path + "/" + std::to_string(f.model_version);
   if (f.mode == "inference") {
     if (f.inference_test_file.empty()) {

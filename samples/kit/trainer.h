@@ -55,9 +55,12 @@ actorflow::Status evaluate(actorflow::Session& sess, Model& m, const actorflow::
 // global step `step`), or when that leaves nothing of --epoch_number to train.
 std::string resume_message(const std::string& checkpoint, int epochs_done, int64_t step, int epoch_number);
 
+struct ClusterTask;
+
 // The sample's main for modes export and inference, and train otherwise; prints the
-// RESULT line. Inference reads --inference_test_file with load_inference_inputs.
+// RESULT line. Inference reads --inference_test_file with load_inference_inputs. With a
+// distributed `task` (cluster.h), trains as that task of the cluster.
 int run_main(const Flags& f, actorflow::Graph& g, Model& m, const Split& data, const std::string& sample_name,
-             actorflow::optim::Optimizer* optimizer = nullptr);
+             actorflow::optim::Optimizer* optimizer = nullptr, ClusterTask* task = nullptr);
 
 }  // namespace kit

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "cluster.h"
 #include "models.h"
 #include "trainer.h"
 
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   defaults.data_dir = kit::kBreastCancerCsv;
   kit::Flags f = kit::parse_flags(argc, argv, {"wide_and_deep", {"wide_deep"}}, defaults);
   kit::per_model_paths(f, defaults);
+  // A ps task serves its share of the variables here and exits when training is over.
+  auto task = kit::start_task(f, "wide_and_deep");
 
   auto data = kit::load_breast_cancer(f.data_dir, static_cast<uint64_t>(f.seed));
   if (!data.ok()) {
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   }
   int64_t nf = data->x_train.dim(1);
   af::Graph g;
+  auto placement = task->place(g);  // variables on the ps tasks when distributed
   g.set_seed(f.seed);
   kit::Model m;
   m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
@@ -126,5 +130,5 @@ int main(int argc, char** argv) {
   auto wide_op = ftrl.minimize(m.loss, {wide_w, wide_b});
   auto deep_op = deep_optimizer->minimize(m.loss, deep_vars, step);
   m.train_op = af::group(g, {wide_op, deep_op}, "train");
-  return kit::run_main(f, g, m, *data, "wide_and_deep");
+  return kit::run_main(f, g, m, *data, "wide_and_deep", nullptr, task.get());
 }

@@ -17,10 +17,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <thread>
-
-#include <signal.h>
-#include <unistd.h>
 
 namespace afn = actorflow::net;
 
@@ -80,15 +76,8 @@ int main(int argc, char** argv) {
   opts.host = !host.empty() ? host : (opts.insecure ? "127.0.0.1" : "0.0.0.0");
   opts.port = static_cast<uint16_t>(port);
 
-  // Block the stop signals in every thread; this one waits for them below.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  // Raised by the thread below when a client's Shutdown request has stopped the daemon.
-  sigaddset(&stop_signals, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  // Block the stop signals in every thread; wait_until_stopped waits for them below.
+  afn::block_stop_signals();
 
   auto daemon = afn::NodeDaemon::start(opts);
   if (!daemon.ok()) {
@@ -106,16 +95,9 @@ int main(int argc, char** argv) {
   }
   std::cout << "LISTENING " << (*daemon)->address() << std::endl;
 
-  std::thread watcher([&] {
-    (*daemon)->join();
-    kill(getpid(), SIGUSR1);
-  });
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  if (sig != SIGUSR1)
+  int sig = afn::wait_until_stopped(**daemon);
+  if (sig != 0)
     std::cerr << "[actorflow-node " << opts.task << "] " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
-              << ": draining steps and closing connections" << std::endl;
-  (*daemon)->stop();
-  watcher.join();
+              << ": drained steps and closed connections" << std::endl;
   return 0;
 }

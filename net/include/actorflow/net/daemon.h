@@ -68,6 +68,14 @@ class NodeDaemon {
   std::unique_ptr<Impl> impl_;
 };
 
+// For a program that is mainly a daemon (actorflow-node, a ps task): call
+// block_stop_signals() before NodeDaemon::start (its threads inherit the mask), then
+// wait_until_stopped(), which returns once SIGTERM or SIGINT arrived (it then stops the
+// daemon: drains steps, closes connections) or a client's Shutdown request stopped it.
+// Returns the signal, or 0 for a Shutdown request.
+void block_stop_signals();
+int wait_until_stopped(NodeDaemon& daemon);
+
 // Tells the daemon at host:port that training is over: it drains its steps in flight,
 // closes its connections and stops, and a ps process serving it exits 0. Returns once the
 // daemon has closed the connection, or fails at the deadline naming the daemon. The

@@ -1,0 +1,120 @@
+#include "cluster.h"
+
+#include <arpa/inet.h>
+
+#include <csignal>
+
+#include <cstdlib>
+#include <iostream>
+
+namespace kit {
+
+namespace af = actorflow;
+namespace afn = actorflow::net;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& program, const std::string& message, int code = 2) {
+  std::cerr << program << ": " << message << std::endl;
+  std::exit(code);
+}
+
+// Listen on the spec's address when it is a literal this host can bind (loopback in tests),
+// else on every interface: a host name in the spec need not be one this host can bind.
+std::string listen_host(const afn::HostPort& hp) {
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, hp.host.c_str(), buf) == 1 || inet_pton(AF_INET6, hp.host.c_str(), buf) == 1) return hp.host;
+  return "0.0.0.0";
+}
+
+std::unique_ptr<afn::NodeDaemon> start_daemon(const afn::ClusterSpec& spec, const std::string& program) {
+  auto self = spec.self_address();
+  if (!self.ok()) fail(program, self.status().to_string());
+  afn::DaemonOptions o;
+  o.task = spec.self().to_string();
+  o.host = listen_host(*self);
+  o.port = self->port;
+  auto d = afn::NodeDaemon::start(o);
+  if (!d.ok()) fail(program, spec.self().to_string() + " cannot start its node daemon on " + self->to_string() + ": " + d.status().to_string());
+  return std::move(d).value();
+}
+
+}  // namespace
+
+std::unique_ptr<af::DeviceScope> ClusterTask::place(af::Graph& g) const {
+  if (!distributed) return nullptr;
+  return std::make_unique<af::DeviceScope>(g, af::train::replica_device_setter(static_cast<int>(ps.size()), device, ps_strategy));
+}
+
+std::string ClusterTask::describe() const {
+  return self + " (worker " + std::to_string(worker) + " of " + std::to_string(num_workers) + (is_chief ? ", the chief)" : ")");
+}
+
+std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& program) {
+  auto t = std::make_unique<ClusterTask>();
+  afn::ClusterOptions co;
+  co.flags.ps_hosts = f.ps_hosts;
+  co.flags.worker_hosts = f.worker_hosts;
+  co.flags.chief_hosts = f.chief_hosts;
+  co.flags.job_name = f.job_name;
+  co.flags.task_index = f.task_index;
+  co.cluster_spec_file = f.cluster_spec;
+  co.launcher.base_port = static_cast<uint16_t>(f.base_port);
+  co.launcher.num_ps = f.num_ps;
+  co.launcher.mpi_hosts = f.mpi_hosts;
+  auto spec = afn::resolve_cluster(co);
+  const std::vector<std::string> cluster_only = {"--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
+                                                 "--replication", "--ps_strategy", "--sync_timeout_ms", "--clock_log"};
+  if (!spec.ok()) {
+    if (spec.status().code() != af::Code::not_found) fail(program, spec.status().to_string());
+    std::string unused = unsupported_flags(f, cluster_only, "without a cluster (--ps_hosts/--worker_hosts, TF_CONFIG, ...)");
+    if (!unused.empty()) fail(program, unused);
+    return t;
+  }
+  t->distributed = true;
+  t->spec = *spec;
+  t->self = spec->self().to_string();
+  const std::string& job = spec->self().job;
+  if (job == "evaluator") fail(program, "an evaluator task is not supported yet: run inference from the chief's checkpoints");
+  if (spec->num_tasks("ps") == 0) fail(program, "the cluster has no ps task: pass --ps_hosts (or a ps job in TF_CONFIG)");
+  for (int i = 0; i < spec->num_tasks("ps"); ++i) t->ps.push_back(*spec->address({"ps", i}));
+  if (f.mode == "export" || f.mode == "inference")
+    fail(program, "--mode " + f.mode + " runs on one process: drop the cluster flags");
+
+  if (job == "ps") {
+    // A ps task is its daemon: it holds its share of the variables until the chief says
+    // training is over.
+    afn::block_stop_signals();
+    auto d = start_daemon(*spec, program);
+    std::cout << "LISTENING " << d->address() << std::endl;
+    auto t0 = std::chrono::steady_clock::now();
+    int sig = afn::wait_until_stopped(*d);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("RESULT sample=%s role=ps task=%s stopped_by=%s seconds=%.1f\n", program.c_str(), t->self.c_str(),
+                sig == 0 ? "chief" : (sig == SIGTERM ? "SIGTERM" : "SIGINT"), secs);
+    std::fflush(stdout);
+    std::exit(0);
+  }
+
+  const int num_chief = spec->num_tasks("chief") + spec->num_tasks("master");
+  t->num_workers = num_chief + spec->num_tasks("worker");
+  t->is_chief = spec->is_chief();
+  t->chief = spec->chief()->to_string();
+  t->worker = job == "worker" ? num_chief + spec->self().index : spec->self().index;
+  t->device = t->self + "/cpu:0";
+  if (f.ps_strategy == "greedy_by_bytes") t->ps_strategy = af::train::PsStrategy::greedy_by_bytes;
+  if (f.sync_mode == "sync") {
+    int r = f.replicas_to_aggregate > 0 ? f.replicas_to_aggregate : t->num_workers - f.backup_workers;
+    if (r < 1 || r + f.backup_workers > t->num_workers)
+      fail(program, "--replicas_to_aggregate " + std::to_string(r) + " with --backup_workers " + std::to_string(f.backup_workers) +
+                        " does not fit " + std::to_string(t->num_workers) + " workers");
+  }
+  if (f.replication == "in_graph") fail(program, "--replication in_graph is not built yet; use between_graph (the default)");
+  t->daemon = start_daemon(*spec, program);
+  auto self = spec->self_address();
+  t->target = t->self + "=af://" + self->to_string();
+  for (size_t i = 0; i < t->ps.size(); ++i) t->target += ",/job:ps/task:" + std::to_string(i) + "=af://" + t->ps[i].to_string();
+  return t;
+}
+
+}  // namespace kit

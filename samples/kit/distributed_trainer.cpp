@@ -1,0 +1,273 @@
+#include "distributed_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <thread>
+
+namespace kit {
+
+namespace af = actorflow;
+namespace afn = actorflow::net;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Rows first, first + stride, ... of a numeric tensor.
+af::Tensor strided_rows(const af::Tensor& t, int64_t first, int64_t stride) {
+  int64_t n = t.dim(0);
+  int64_t rows = first < n ? (n - first + stride - 1) / stride : 0;
+  std::vector<int64_t> dims = t.shape().dims();
+  dims[0] = rows;
+  af::Tensor out(t.dtype(), af::Shape(dims));
+  size_t row_bytes = static_cast<size_t>(n ? t.num_elements() / n : 0) * af::dtype_size(t.dtype());
+  const char* src = static_cast<const char*>(t.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + static_cast<size_t>(r) * row_bytes, src + static_cast<size_t>(first + r * stride) * row_bytes, row_bytes);
+  return out;
+}
+
+// Rows `order[b..e)` of t.
+af::Tensor gather_rows(const af::Tensor& t, const std::vector<int64_t>& order, size_t b, size_t e) {
+  std::vector<int64_t> dims = t.shape().dims();
+  dims[0] = static_cast<int64_t>(e - b);
+  af::Tensor out(t.dtype(), af::Shape(dims));
+  size_t row_bytes = static_cast<size_t>(t.dim(0) ? t.num_elements() / t.dim(0) : 0) * af::dtype_size(t.dtype());
+  const char* src = static_cast<const char*>(t.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (size_t i = b; i < e; ++i) std::memcpy(dst + (i - b) * row_bytes, src + static_cast<size_t>(order[i]) * row_bytes, row_bytes);
+  return out;
+}
+
+bool retryable(const af::Status& s) {
+  return s.code() == af::Code::unavailable || s.code() == af::Code::failed_precondition ||
+         s.code() == af::Code::deadline_exceeded;
+}
+
+// Runs `attempt` until it succeeds, fails with an error that waiting cannot cure, or the
+// deadline passes; says once what it waits for.
+af::Status wait_for(const std::string& what, Clock::time_point deadline, const std::function<af::Status()>& attempt) {
+  auto pause = std::chrono::milliseconds(100);
+  bool said = false;
+  while (true) {
+    af::Status s = attempt();
+    if (s.ok() || !retryable(s)) return s;
+    if (Clock::now() + pause > deadline)
+      return af::Status(af::Code::deadline_exceeded, "gave up waiting for " + what + ": " + s.message());
+    if (!said) {
+      std::cerr << "waiting for " << what << " (" << s.message() << ")" << std::endl;
+      said = true;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+  }
+}
+
+}  // namespace
+
+af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& data, const Flags& f, ClusterTask& task,
+                                          af::optim::Optimizer* optimizer) {
+  const bool sync = f.sync_mode == "sync", ssp = f.sync_mode == "ssp";
+  const int replicas = sync ? (f.replicas_to_aggregate > 0 ? f.replicas_to_aggregate : task.num_workers - f.backup_workers) : 1;
+  const int64_t n_train = data.x_train.dim(0);
+  const int64_t examples_per_step = int64_t{f.batch_size} * replicas;
+  const int64_t steps_per_epoch = std::max<int64_t>(1, (n_train + examples_per_step - 1) / examples_per_step);
+  int64_t target = int64_t{f.epoch_number} * steps_per_epoch;
+  if (f.max_steps > 0) target = std::min(target, f.max_steps);
+
+  // The graph: the same on every task, but for this worker's index in the sync and clock ops.
+  af::Output step = af::train::global_step(g);
+  std::unique_ptr<af::optim::Optimizer> owned;
+  if (!optimizer) {
+    owned = make_optimizer(f, g, step, steps_per_epoch);
+    optimizer = owned.get();
+  }
+  af::Output new_step;  // the global step after this task's step
+  af::Operation train_op = m.train_op;
+  af::train::SyncReplicasOps sync_ops;
+  if (sync) {
+    if (train_op.valid()) return af::invalid_argument("--sync_mode sync needs the loop's optimizer; this model builds its own train op");
+    af::train::SyncReplicasOptions so;
+    so.replicas_to_aggregate = replicas;
+    so.timeout_ms = f.sync_timeout_ms;
+    sync_ops = af::train::sync_replicas_minimize(*optimizer, m.loss, step, task.worker, so);
+  } else {
+    if (!train_op.valid()) train_op = optimizer->minimize(m.loss, {}, step);
+    af::ControlDependencies after(g, {train_op});
+    new_step = af::read_variable(step, "step_after_update");
+  }
+  af::train::WorkerTable table;
+  table.device = "/job:ps/task:0/cpu:0";
+  table.num_workers = task.num_workers;
+  af::Output clock = af::placeholder(g, af::i64, af::Shape{}, "worker_clock_value");
+  af::Output clock_out;
+  if (ssp) {
+    af::ControlDependencies after(g, {train_op});
+    clock_out = af::train::worker_clock(g, table, task.worker, clock, f.staleness, f.sync_timeout_ms);
+  }
+  af::Operation done_op = af::train::worker_done(g, table, task.worker);
+  af::Output all_done = af::train::wait_workers_done(g, table, f.startup_timeout_ms);
+  af::Output clock_log = af::train::worker_clock_log(g, table);
+  std::optional<af::Saver> saver;
+  if (task.is_chief) saver.emplace(g);
+
+  af::SessionOptions opts;
+  opts.intra_op_threads = f.threads;
+  opts.target = task.target;
+  opts.shared_container = "between_graph_replication";
+  AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g, opts));
+  const auto deadline = Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms);
+
+  std::string resumed_from;
+  if (task.is_chief) {
+    if (f.mode == "train")
+      if (auto latest = af::latest_checkpoint(f.checkpoint_path); latest.ok()) resumed_from = *latest;
+    AF_RETURN_IF_ERROR(wait_for("the ps tasks", deadline, [&] {
+      return resumed_from.empty() ? sess.run_init() : saver->restore_file(sess, resumed_from);
+    }));
+  } else {
+    std::vector<af::Fetch> vars;
+    for (int id : g.collection("variables")) vars.push_back(af::Output(&g, id));
+    AF_RETURN_IF_ERROR(wait_for("the chief " + task.chief + " to initialize the variables", deadline,
+                                [&] { return sess.run(vars).status(); }));
+  }
+  auto read_step = [&]() -> af::Result<int64_t> {
+    AF_ASSIGN_OR_RETURN(auto v, sess.run({step}));
+    return v[0].item<int64_t>();
+  };
+  AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
+  const int64_t start_step = gstep;
+  if (!resumed_from.empty()) std::cout << "resuming from " << resumed_from << " at step " << gstep << std::endl;
+  std::cout << task.describe() << ": training to global step " << target << " (" << f.sync_mode << ", "
+            << steps_per_epoch << " steps per epoch)" << std::endl;
+
+  std::optional<af::SummaryWriter> writer;
+  if (task.is_chief) {
+    if (auto w = af::SummaryWriter::create(f.output_path); w.ok()) {
+      writer = std::move(*w);
+      (void)writer->add_graph(g);
+    } else {
+      std::cerr << "summaries disabled: " << w.status().to_string() << "\n";
+    }
+  }
+
+  // This worker's shard: every num_workers-th record.
+  af::Tensor xs = strided_rows(data.x_train, task.worker, task.num_workers);
+  af::Tensor ys = strided_rows(data.y_train, task.worker, task.num_workers);
+  const int64_t shard = xs.dim(0);
+  if (shard == 0) return af::invalid_argument(task.describe() + " has no training records in its shard");
+  std::vector<int64_t> order(static_cast<size_t>(shard));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(static_cast<uint64_t>(f.seed) * 1000003u + static_cast<uint64_t>(task.worker));
+
+  TrainResult r;
+  af::Tensor val_x = data.x_test.slice_rows(0, std::min<int64_t>(1000, data.x_test.dim(0)));
+  af::Tensor val_y = data.y_test.slice_rows(0, val_x.dim(0));
+  auto started = Clock::now();
+  int64_t local_steps = 0, examples = 0, first_count = 0, last_count = 0;
+  double last_sum = 0;
+  int64_t next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+  int64_t next_report = gstep + std::max<int64_t>(1, target / 10);
+  while (gstep < target) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t b = 0; b < order.size() && gstep < target; b += static_cast<size_t>(f.batch_size)) {
+      size_t e = std::min(order.size(), b + static_cast<size_t>(f.batch_size));
+      af::FeedDict feeds{{m.x, gather_rows(xs, order, b, e)}, {m.y, gather_rows(ys, order, b, e)}};
+      if (m.training.valid()) feeds.push_back({m.training, af::Tensor::scalar(true)});
+      if (f.slow_step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.slow_step_ms));
+      std::vector<af::Fetch> fetches{m.loss};
+      std::vector<af::Operation> targets;
+      if (sync) {
+        feeds.push_back({sync_ops.local_step, af::Tensor::scalar<int64_t>(gstep)});
+        fetches.push_back(task.is_chief ? sync_ops.chief_step : sync_ops.worker_step);
+      } else {
+        fetches.push_back(new_step);
+        if (ssp) {
+          feeds.push_back({clock, af::Tensor::scalar<int64_t>(local_steps + 1)});
+          fetches.push_back(clock_out);
+        }
+      }
+      auto out = sess.run(fetches, feeds, targets);
+      if (!out.ok()) return out.status().with_context(task.describe() + " at global step " + std::to_string(gstep));
+      double loss = (*out)[0].element_as_double(0);
+      gstep = (*out)[1].item<int64_t>();
+      ++local_steps;
+      examples += static_cast<int64_t>(e - b);
+      if (first_count < 20) {
+        r.first_loss += loss;
+        ++first_count;
+      }
+      last_sum += loss;
+      ++last_count;
+      if (!task.is_chief) continue;
+      if (writer && local_steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
+      if (f.steps_to_validate > 0 && local_steps % f.steps_to_validate == 0) {
+        double vl, va;
+        AF_RETURN_IF_ERROR(evaluate(sess, m, val_x, val_y, &vl, &va));
+        if (writer) {
+          (void)writer->add_scalar("validation/loss", static_cast<float>(vl), gstep);
+          (void)writer->add_scalar("validation/accuracy", static_cast<float>(va), gstep);
+        }
+      }
+      if (gstep >= next_report) {
+        std::cout << "global step " << gstep << "/" << target << "  loss " << last_sum / static_cast<double>(last_count)
+                  << std::endl;
+        next_report = gstep + std::max<int64_t>(1, target / 10);
+      }
+      if (gstep >= next_save && gstep < target) {
+        AF_RETURN_IF_ERROR(saver->save(sess, f.checkpoint_path, gstep));
+        next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+      }
+    }
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  AF_RETURN_IF_ERROR(sess.run({}, {}, {done_op}).status());
+  r.steps = gstep;
+  r.epochs = static_cast<int>(gstep / steps_per_epoch);
+  r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
+  r.last_loss = last_count ? last_sum / static_cast<double>(last_count) : 0;
+  r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
+  if (!task.is_chief) return r;
+
+  // The cluster's throughput: every worker's examples while the chief trained.
+  r.examples_per_second = r.seconds > 0 ? static_cast<double>((gstep - start_step) * examples_per_step) / r.seconds : 0;
+  auto finished = sess.run({all_done});
+  if (!finished.ok()) return finished.status();
+  int64_t n_done = (*finished)[0].item<int64_t>();
+  if (n_done < task.num_workers)
+    std::cerr << "only " << n_done << " of " << task.num_workers << " workers reported the end of training within "
+              << f.startup_timeout_ms << " ms" << std::endl;
+  if (!f.clock_log.empty()) {
+    auto records = sess.run({clock_log});
+    if (!records.ok()) return records.status();
+    std::ofstream out(f.clock_log);
+    const af::Tensor& t = (*records)[0];
+    for (int64_t i = 0; i < t.dim(0); ++i)
+      out << t.data<int64_t>()[3 * i] << " " << t.data<int64_t>()[3 * i + 1] << " " << t.data<int64_t>()[3 * i + 2] << "\n";
+    if (!out) return af::Status(af::Code::internal, "cannot write --clock_log " + f.clock_log);
+  }
+  if (sync) {
+    auto stale = sess.run({sync_ops.num_stale});
+    if (stale.ok()) std::cout << "sync: " << (*stale)[0].item<int64_t>() << " stale gradients dropped" << std::endl;
+  }
+  AF_RETURN_IF_ERROR(evaluate(sess, m, data.x_test, data.y_test, &r.test_loss, &r.test_accuracy));
+  AF_RETURN_IF_ERROR(saver->save(sess, f.checkpoint_path, gstep));
+  if (writer) {
+    (void)writer->add_scalar("test/accuracy", static_cast<float>(r.test_accuracy), gstep);
+    (void)writer->close();
+  }
+  // Training is over: the ps tasks may go.
+  for (size_t i = 0; i < task.ps.size(); ++i) {
+    af::Status s = afn::request_shutdown(task.ps[i].host, task.ps[i].port, "training is over (" + task.self + ")");
+    if (!s.ok()) std::cerr << "/job:ps/task:" << i << " did not confirm its shutdown: " << s.to_string() << std::endl;
+  }
+  return r;
+}
+
+}  // namespace kit
