@@ -35,6 +35,10 @@ std::unique_ptr<afn::NodeDaemon> start_daemon(const afn::ClusterSpec& spec, cons
   o.host = listen_host(*self);
   o.port = self->port;
   auto d = afn::NodeDaemon::start(o);
+  if (!d.ok() && d.status().code() == af::Code::not_found)
+    fail(program, "no cluster token: every task of the cluster needs the same secret in ACTORFLOW_TOKEN, e.g.\n"
+                  "  export ACTORFLOW_TOKEN=$(head -c 32 /dev/urandom | base64)   # once, then the same on every host\n"
+                  "or ACTORFLOW_TOKEN_FILE=FILE naming a file that holds it");
   if (!d.ok()) fail(program, spec.self().to_string() + " cannot start its node daemon on " + self->to_string() + ": " + d.status().to_string());
   return std::move(d).value();
 }

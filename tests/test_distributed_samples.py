@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""The samples trained across processes, started exactly as the seeds start them.
+
+usage: test_distributed_samples.py CASE SAMPLES_DIR
+
+seeds_async  2 ps + 2 workers of cancer_classifier (the seeds' four commands), async:
+             test accuracy >= 0.95, every process exits 0, none is left running.
+seeds_sync   the same in sync mode (2 replicas per step); the chief reports no hang.
+ssp          bounded staleness 2 with worker 1 slowed by a test hook: the ps's clock
+             records never show a worker more than 2 clocks ahead of the slowest.
+tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
+no_token     without ACTORFLOW_TOKEN a task fails at once saying how to set it.
+fashion      Fashion-MNIST MLP, 1 ps + 2 async workers, the single process's 10 epochs:
+             test accuracy >= 0.88.
+
+Ports are free loopback ports found by binding port 0. Every process carries the case's
+temporary folder in its command line; the case kills any that is left and fails.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+FAILURES = []
+
+
+def check(cond, message):
+    if not cond:
+        FAILURES.append(message)
+        print(f"FAIL: {message}", flush=True)
+    return cond
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def leftovers(marker):
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+class Cluster:
+    """Processes of one case; all killed at the end whatever happens."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.procs = {}
+
+    def start(self, name, argv, env=None):
+        log = open(os.path.join(self.tmp, f"{name}.log"), "wb")
+        e = dict(os.environ)
+        e.update(env or {})
+        self.procs[name] = (subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=e,
+                                             start_new_session=True), log)
+
+    def wait(self, name, timeout):
+        p, _ = self.procs[name]
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            check(False, f"{name} did not finish within {timeout} s")
+            return None
+
+    def output(self, name):
+        with open(os.path.join(self.tmp, f"{name}.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill_all(self):
+        for p, log in self.procs.values():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+            log.close()
+        for pid in leftovers(self.tmp):
+            check(False, f"process {pid} of this case was left running")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def result(text):
+    lines = [l for l in text.splitlines() if l.startswith("RESULT ")]
+    if not lines:
+        return None
+    return dict(kv.split("=", 1) for kv in lines[-1].split()[1:] if "=" in kv)
+
+
+def seeds(samples, sample, tmp, n_ps, n_workers, extra, per_task=None, env=None, timeout=300):
+    """The seeds' commands, one per task; returns (cluster, names)."""
+    ports = free_ports(n_ps + n_workers)
+    ps = ",".join(f"127.0.0.1:{p}" for p in ports[:n_ps])
+    workers = ",".join(f"127.0.0.1:{p}" for p in ports[n_ps:])
+    c = Cluster(tmp)
+    common = [f"--ps_hosts={ps}", f"--worker_hosts={workers}", "--checkpoint_path", os.path.join(tmp, "ckpt"),
+              "--output_path", os.path.join(tmp, "tb")] + extra
+    names = []
+    for i in range(n_ps):
+        c.start(f"ps{i}", [os.path.join(samples, sample)] + common + ["--job_name=ps", f"--task_index={i}"], env)
+        names.append(f"ps{i}")
+    for i in reversed(range(n_workers)):
+        more = (per_task or {}).get(f"worker{i}", [])
+        c.start(f"worker{i}", [os.path.join(samples, sample)] + common + ["--job_name=worker", f"--task_index={i}"] + more, env)
+        names.append(f"worker{i}")
+    return c, names
+
+
+def finish(c, names, timeout):
+    """Waits for the chief, then every other task; every one must exit 0 with a RESULT."""
+    rc = c.wait("worker0", timeout)
+    check(rc == 0, f"the chief exited {rc}:\n{c.output('worker0')[-3000:]}")
+    for n in names:
+        if n == "worker0":
+            continue
+        rc = c.wait(n, 60)
+        check(rc == 0, f"{n} exited {rc}:\n{c.output(n)[-3000:]}")
+        check(result(c.output(n)) is not None, f"{n} printed no RESULT line")
+    return result(c.output("worker0")) or {}
+
+
+def case_seeds(samples, tmp, mode):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, ["--epoch_number", "10", "--sync_mode", mode], env=env)
+    try:
+        r = finish(c, names, 300)
+        print("chief:", r, flush=True)
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} < 0.95")
+        check(r.get("sync_mode") == mode and r.get("workers") == "2", f"the chief's RESULT does not say {mode}, 2 workers")
+        for i in range(2):
+            check(result(c.output(f"ps{i}")).get("stopped_by") == "chief", f"ps{i} was not stopped by the chief")
+        check(os.path.exists(os.path.join(tmp, "ckpt", "checkpoint")), "the chief wrote no checkpoint")
+    finally:
+        c.kill_all()
+
+
+def case_ssp(samples, tmp):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    log = os.path.join(tmp, "clocks.txt")
+    c, names = seeds(samples, "cancer_classifier", tmp, 1, 2,
+                     ["--epoch_number", "4", "--sync_mode", "ssp", "--staleness", "2", "--clock_log", log],
+                     per_task={"worker1": ["--slow_step_ms", "25"]}, env=env)
+    try:
+        r = finish(c, names, 300)
+        rows = [tuple(map(int, l.split())) for l in open(log)] if os.path.exists(log) else []
+        check(len(rows) > 20, f"the clock log has {len(rows)} records")
+        worst = max((clock - slowest for _, clock, slowest in rows), default=0)
+        fast_lead = max((clock - slowest for w, clock, slowest in rows if w == 0), default=0)
+        print(f"ssp: {len(rows)} clock records, largest lead {worst}, the fast worker's {fast_lead}", flush=True)
+        check(worst <= 2, f"a worker ran {worst} clocks ahead of the slowest (staleness 2)")
+        check(fast_lead == 2, f"the fast worker never used its staleness (lead {fast_lead}): the hook did not slow worker 1")
+        check(float(r.get("test_accuracy", 0)) >= 0.9, f"ssp test accuracy {r.get('test_accuracy')}")
+    finally:
+        c.kill_all()
+
+
+def case_tf_config(samples, tmp):
+    ports = free_ports(3)
+    cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"]}
+    c = Cluster(tmp)
+    args = [os.path.join(samples, "cancer_classifier"), "--epoch_number", "5", "--checkpoint_path",
+            os.path.join(tmp, "ckpt"), "--output_path", os.path.join(tmp, "tb")]
+    names = []
+    try:
+        for job, index in [("ps", 0), ("worker", 1), ("worker", 0)]:
+            # Kubeflow's TFJob operator sets exactly this (plus "environment": "cloud").
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": job, "index": index}, "environment": "cloud"})
+            name = f"{job}{index}"
+            c.start(name, args, {"TF_CONFIG": tf_config, "ACTORFLOW_TOKEN": "tfjob-token"})
+            names.append(name)
+        r = finish(c, names, 300)
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"TF_CONFIG cluster: test accuracy {r.get('test_accuracy')}")
+    finally:
+        c.kill_all()
+
+
+def case_no_token(samples, tmp):
+    ports = free_ports(2)
+    env = dict(os.environ)
+    env.pop("ACTORFLOW_TOKEN", None)
+    env.pop("ACTORFLOW_TOKEN_FILE", None)
+    p = subprocess.run([os.path.join(samples, "cancer_classifier"), f"--ps_hosts=127.0.0.1:{ports[0]}",
+                        f"--worker_hosts=127.0.0.1:{ports[1]}", "--job_name=ps", "--task_index=0",
+                        "--checkpoint_path", os.path.join(tmp, "ckpt")],
+                       env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0, "a ps without a token started")
+    check("ACTORFLOW_TOKEN" in p.stderr and "set" in p.stderr, f"the error does not say how to set the token: {p.stderr!r}")
+
+
+def case_fashion(samples, tmp):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    c, names = seeds(samples, "fashion_mnist", tmp, 1, 2, ["--epoch_number", "10", "--sync_mode", "async"], env=env)
+    try:
+        r = finish(c, names, 900)
+        print("chief:", r, flush=True)
+        check(float(r.get("test_accuracy", 0)) >= 0.88, f"Fashion-MNIST async: test accuracy {r.get('test_accuracy')} < 0.88")
+        check(r.get("epochs") == "10", f"the cluster trained {r.get('epochs')} epochs, not the single process's 10")
+    finally:
+        c.kill_all()
+
+
+def main():
+    case, samples = sys.argv[1], sys.argv[2]
+    tmp = tempfile.mkdtemp(prefix=f"af-dist-{case}-")
+    try:
+        if case == "seeds_async":
+            case_seeds(samples, tmp, "async")
+        elif case == "seeds_sync":
+            case_seeds(samples, tmp, "sync")
+        elif case == "ssp":
+            case_ssp(samples, tmp)
+        elif case == "tf_config":
+            case_tf_config(samples, tmp)
+        elif case == "no_token":
+            case_no_token(samples, tmp)
+        elif case == "fashion":
+            if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+                print("SKIP: needs Debian's dataset-fashion-mnist", flush=True)
+                return 77
+            case_fashion(samples, tmp)
+        else:
+            print(f"unknown case {case}")
+            return 2
+    finally:
+        if not FAILURES:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"logs kept in {tmp}", flush=True)
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
