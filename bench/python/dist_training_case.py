@@ -10,7 +10,7 @@ asynchronously, on loopback, against:
 * our single process (`build/samples/fashion_mnist` with no cluster flags).
 
 Ours runs as users run it: `scripts/local_cluster --ps 1 --workers 2 -- build/samples/fashion_mnist
-... --sync_mode async`, one epoch (each worker its half of the training set, 469 steps);
+... --sync_mode async`, one epoch (938 global steps in all, each worker on its half of the training set);
 its figure is read from the workers' RESULT lines (see _cluster_rate). The single process
 trains the same epoch (938 steps). Every process gets BENCH_THREADS threads (--threads for
 ours, intra/inter-op for TF). The three runs alternate (ours cluster, TF, ours single) for
@@ -72,9 +72,10 @@ def _fields(line):
 def _cluster_rate(out):
     """Total examples/s of the cluster and the chief's wire bytes per step (or None).
 
-    The chief's RESULT gives the cluster's figure when it has cluster_examples_per_second
-    (or total_examples_per_second); otherwise every worker's RESULT gives its own
-    examples_per_second and the total is their sum."""
+    The chief's RESULT (`role=chief`) gives the cluster's figure: its examples_per_second
+    is every worker's examples while the chief trained (global steps x batch / seconds;
+    samples/kit/distributed_trainer.cpp), as would a cluster_examples_per_second. Without
+    a chief's figure, the workers' own examples_per_second are summed."""
     results = {}
     for line in out.splitlines():
         m = re.match(r"\[(worker\d+|ps\d+|chief\d*)\]\s*(RESULT .*)$", line)
@@ -87,6 +88,8 @@ def _cluster_rate(out):
     for key in ("cluster_examples_per_second", "total_examples_per_second"):
         if key in chief:
             return float(chief[key]), wire, "chief's %s" % key
+    if chief.get("role") == "chief" and "examples_per_second" in chief:
+        return float(chief["examples_per_second"]), wire, "the chief's RESULT examples_per_second (the cluster's)"
     rates = [float(r["examples_per_second"]) for name, r in results.items()
              if not name.startswith("ps") and "examples_per_second" in r]
     if not rates:

@@ -11,7 +11,9 @@ and Adam's slots live on the ps and the apply ops run there, and trains in a
 `MonitoredTrainingSession` (worker 0 is the chief and initializes; the others wait for
 it), asynchronously (each worker's update applied as it arrives), on its own shard of the
 training set (worker i of n takes every n-th example), feeding batches with feed_dict and
-fetching the loss every step, as TF1 programs do. Each worker runs --warmup steps, then
+fetching the loss every step, as TF1 programs do. Each worker runs --warmup steps, waits until
+every worker has (a barrier through this script: a non-chief worker starts only once it
+sees the chief's initialization, which MonitoredTrainingSession polls for every 30 s), then
 times --steps steps. The result, one JSON line on stdout, is the total examples per second:
 all workers' timed examples over the span from the first timed step's start to the last
 one's end (wall clock of the same machine), plus each worker's own rate.
@@ -25,6 +27,7 @@ import ctypes
 import gzip
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -111,6 +114,12 @@ def task(args):
         t0 = None
         for s in range(total):
             if s == args.warmup:
+                # The timed steps start together: a non-chief worker joins only when the
+                # chief's initialization is seen (MonitoredTrainingSession polls every 30 s),
+                # so the launcher holds every worker here until all are warm (stdin "GO").
+                print("READY", flush=True)
+                if sys.stdin.readline().strip() != "GO":
+                    raise RuntimeError("the launcher did not say GO")
                 t0 = time.time()
             k = (s % per_epoch) * b
             _, l = sess.run([train_op, loss], feed_dict={x: x_shard[k:k + b], y: y_shard[k:k + b]})
@@ -138,11 +147,26 @@ def launch(args):
         workers = []
         for i in range(args.workers):
             p = subprocess.Popen(common + ["--job_name", "worker", "--task_index", str(i)],
-                                 stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 preexec_fn=die_with_parent)
             procs.append(p)
             workers.append(p)
         reports = []
         deadline = time.monotonic() + args.timeout
+        # A barrier: every worker warm, then all start their timed steps at once.
+        for i, p in enumerate(workers):
+            while True:
+                r, _, _ = select.select([p.stdout], [], [], max(0.1, deadline - time.monotonic()))
+                if not r:
+                    raise RuntimeError("worker %d was not ready within %d s" % (i, args.timeout))
+                line = p.stdout.readline()
+                if not line:
+                    raise RuntimeError("worker %d exited before its timed steps (exit %s)" % (i, p.wait()))
+                if line.strip() == "READY":
+                    break
+        for p in workers:
+            p.stdin.write("GO\n")
+            p.stdin.flush()
         for i, p in enumerate(workers):
             try:
                 out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
