@@ -8,6 +8,8 @@ seeds_async  2 ps + 2 workers of cancer_classifier (the seeds' four commands), a
 seeds_sync   the same in sync mode (2 replicas per step); the chief reports no hang.
 ssp          bounded staleness 2 with worker 1 slowed by a test hook: the ps's clock
              records never show a worker more than 2 clocks ahead of the slowest.
+in_graph     --replication in_graph: the chief builds a tower per worker; worker 1 only
+             serves its tower (its daemon runs partitions) and exits 0 when told.
 tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
 no_token     without ACTORFLOW_TOKEN a task fails at once saying how to set it.
 fashion      Fashion-MNIST MLP, 1 ps + 2 async workers, the single process's 10 epochs:
@@ -161,6 +163,21 @@ def case_seeds(samples, tmp, mode):
         c.kill_all()
 
 
+def case_in_graph(samples, tmp):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, ["--epoch_number", "10", "--replication", "in_graph"], env=env)
+    try:
+        r = finish(c, names, 300)
+        print("chief:", r, flush=True)
+        check(r.get("replication") == "in_graph", "the chief's RESULT does not say in_graph")
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"in_graph: test accuracy {r.get('test_accuracy')} < 0.95")
+        w1 = c.output("worker1")
+        check("registered as" in w1, "worker 1 ran no partition of the towers")
+        check((result(w1) or {}).get("stopped_by") == "chief", "worker 1 was not stopped by the chief")
+    finally:
+        c.kill_all()
+
+
 def case_ssp(samples, tmp):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     log = os.path.join(tmp, "clocks.txt")
@@ -211,7 +228,7 @@ def case_no_token(samples, tmp):
                         "--checkpoint_path", os.path.join(tmp, "ckpt")],
                        env=env, capture_output=True, text=True, timeout=60)
     check(p.returncode != 0, "a ps without a token started")
-    check("ACTORFLOW_TOKEN" in p.stderr and "set" in p.stderr, f"the error does not say how to set the token: {p.stderr!r}")
+    check("export ACTORFLOW_TOKEN=" in p.stderr, f"the error does not say how to set the token: {p.stderr!r}")
 
 
 def case_fashion(samples, tmp):
@@ -234,6 +251,8 @@ def main():
             case_seeds(samples, tmp, "async")
         elif case == "seeds_sync":
             case_seeds(samples, tmp, "sync")
+        elif case == "in_graph":
+            case_in_graph(samples, tmp)
         elif case == "ssp":
             case_ssp(samples, tmp)
         elif case == "tf_config":

@@ -37,20 +37,25 @@ int main(int argc, char** argv) {
   af::Graph g;
   auto placement = task->place(g);  // variables on the ps tasks when distributed
   g.set_seed(f.seed);
-  kit::Model m;
-  int64_t nf = data->x_train.dim(1);
-  m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
-  m.y = af::placeholder(g, af::i64, {-1}, "y");
-  m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
-  // x takes raw features; the training split's statistics are constants of the graph, so
-  // that the export standardizes what inference feeds just as training did.
-  af::Output xs = kit::standardize(m.x, data->standardization);
-  af::Output h = f.model == "dnn" ? kit::mlp_layers(xs, f, m.training) : xs;
-  auto logit = af::reshape(L::dense(h, 1, {}, "logit"), {-1});
-  auto labels = af::cast(m.y, af::f32);
-  m.loss = af::mean(af::sigmoid_cross_entropy_with_logits(logit, labels));
-  auto predicted = af::cast(af::greater(logit, af::scalar_like(g, af::f32, 0.0)), af::f32);
-  m.accuracy = af::mean(af::cast(af::equal(predicted, labels), af::f32), {}, false);
-  m.prediction = af::sigmoid(logit, "probability");
-  return kit::run_main(f, g, m, *data, "cancer_classifier", nullptr, task.get());
+  // The model, as a function so that in-graph replication can build a tower per worker.
+  auto build = [&](af::Graph& g) {
+    kit::Model m;
+    int64_t nf = data->x_train.dim(1);
+    m.x = af::placeholder(g, af::f32, {-1, nf}, "x");
+    m.y = af::placeholder(g, af::i64, {-1}, "y");
+    m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
+    // x takes raw features; the training split's statistics are constants of the graph, so
+    // that the export standardizes what inference feeds just as training did.
+    af::Output xs = kit::standardize(m.x, data->standardization);
+    af::Output h = f.model == "dnn" ? kit::mlp_layers(xs, f, m.training) : xs;
+    auto logit = af::reshape(L::dense(h, 1, {}, "logit"), {-1});
+    auto labels = af::cast(m.y, af::f32);
+    m.loss = af::mean(af::sigmoid_cross_entropy_with_logits(logit, labels));
+    auto predicted = af::cast(af::greater(logit, af::scalar_like(g, af::f32, 0.0)), af::f32);
+    m.accuracy = af::mean(af::cast(af::equal(predicted, labels), af::f32), {}, false);
+    m.prediction = af::sigmoid(logit, "probability");
+    return m;
+  };
+  kit::Model m = build(g);
+  return kit::run_main(f, g, m, *data, "cancer_classifier", nullptr, task.get(), build);
 }

@@ -39,5 +39,7 @@ int main(int argc, char** argv) {
   auto placement = task->place(g);  // variables on the ps tasks when distributed
   g.set_seed(f.seed);
   kit::Model m = kit::fashion_mnist_model(g, f);
-  return kit::run_main(f, g, m, *data, "fashion_mnist", nullptr, task.get());
+  // In-graph replication builds one more tower per worker with the same function.
+  auto build = [&f](af::Graph& tower_graph) { return kit::fashion_mnist_model(tower_graph, f); };
+  return kit::run_main(f, g, m, *data, "fashion_mnist", nullptr, task.get(), build);
 }

@@ -85,7 +85,8 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   if (f.mode == "export" || f.mode == "inference")
     fail(program, "--mode " + f.mode + " runs on one process: drop the cluster flags");
 
-  if (job == "ps") {
+  const bool in_graph = f.replication == "in_graph";
+  if (job == "ps" || (in_graph && !spec->is_chief())) {
     // A ps task is its daemon: it holds its share of the variables until the chief says
     // training is over.
     afn::block_stop_signals();
@@ -94,7 +95,7 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
     auto t0 = std::chrono::steady_clock::now();
     int sig = afn::wait_until_stopped(*d);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("RESULT sample=%s role=ps task=%s stopped_by=%s seconds=%.1f\n", program.c_str(), t->self.c_str(),
+    std::printf("RESULT sample=%s role=%s task=%s stopped_by=%s seconds=%.1f\n", program.c_str(), job.c_str(), t->self.c_str(),
                 sig == 0 ? "chief" : (sig == SIGTERM ? "SIGTERM" : "SIGINT"), secs);
     std::fflush(stdout);
     std::exit(0);
@@ -113,11 +114,27 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
       fail(program, "--replicas_to_aggregate " + std::to_string(r) + " with --backup_workers " + std::to_string(f.backup_workers) +
                         " does not fit " + std::to_string(t->num_workers) + " workers");
   }
-  if (f.replication == "in_graph") fail(program, "--replication in_graph is not built yet; use between_graph (the default)");
+  if (in_graph && f.sync_mode != "async")
+    fail(program, "--replication in_graph averages the towers' gradients in one step; --sync_mode does not apply to it");
+  t->in_graph = in_graph;
   t->daemon = start_daemon(*spec, program);
   auto self = spec->self_address();
   t->target = t->self + "=af://" + self->to_string();
-  for (size_t i = 0; i < t->ps.size(); ++i) t->target += ",/job:ps/task:" + std::to_string(i) + "=af://" + t->ps[i].to_string();
+  for (size_t i = 0; i < t->ps.size(); ++i) {
+    std::string name = "/job:ps/task:" + std::to_string(i);
+    t->target += "," + name + "=af://" + t->ps[i].to_string();
+    t->servers.emplace_back(name, t->ps[i]);
+  }
+  if (in_graph) {
+    t->tower_devices.push_back(t->device);
+    for (const afn::TaskName& other : spec->tasks()) {
+      if (other.job == "ps" || other.job == "evaluator" || other == spec->self()) continue;
+      auto hp = spec->address(other);
+      t->target += "," + other.to_string() + "=af://" + hp->to_string();
+      t->servers.emplace_back(other.to_string(), *hp);
+      t->tower_devices.push_back(other.to_string() + "/cpu:0");
+    }
+  }
   return t;
 }
 

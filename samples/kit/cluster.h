@@ -1,5 +1,6 @@
 // A training sample as one task of a cluster (issue 11), started the way the seeds start
-// theirs, one process per task:
+// theirs, one process per task (with --replication in_graph only the chief is a client;
+// the other workers serve towers like ps tasks serve variables):
 //   cancer_classifier --ps_hosts=h:2222,h:2223 --worker_hosts=h:2224,h:2225 --job_name=ps --task_index=0
 // or from TF_CONFIG, a --cluster_spec file, Slurm or Open MPI. A ps task serves its
 // node daemon until the chief says training is over, then exits 0. A training task
@@ -29,6 +30,12 @@ struct ClusterTask {
   // The session target: this task first (nodes without a device run here), then the ps.
   std::string target;
   std::vector<actorflow::net::HostPort> ps;
+  // The tasks that only serve (ps, and the other workers of in-graph replication): the
+  // chief tells them to stop when training is over.
+  std::vector<std::pair<std::string, actorflow::net::HostPort>> servers;
+  // In-graph replication: every training task's device, this one (the client) first.
+  bool in_graph = false;
+  std::vector<std::string> tower_devices;
   actorflow::train::PsStrategy ps_strategy = actorflow::train::PsStrategy::round_robin;
   std::unique_ptr<actorflow::net::NodeDaemon> daemon;
 

@@ -69,6 +69,23 @@ af::Status wait_for(const std::string& what, Clock::time_point deadline, const s
   }
 }
 
+// The chief's last words: test evaluation, the final checkpoint and summary, and the
+// Shutdown that lets every serving task (ps, and the workers of in-graph replication) exit 0.
+af::Status chief_finish(af::Session& sess, Model& m, const Split& data, const Flags& f, const ClusterTask& task,
+                        af::Saver& saver, std::optional<af::SummaryWriter>& writer, int64_t gstep, TrainResult& r) {
+  AF_RETURN_IF_ERROR(evaluate(sess, m, data.x_test, data.y_test, &r.test_loss, &r.test_accuracy));
+  AF_RETURN_IF_ERROR(saver.save(sess, f.checkpoint_path, gstep));
+  if (writer) {
+    (void)writer->add_scalar("test/accuracy", static_cast<float>(r.test_accuracy), gstep);
+    (void)writer->close();
+  }
+  for (auto& [name, hp] : task.servers) {
+    af::Status s = afn::request_shutdown(hp.host, hp.port, "training is over (" + task.self + ")");
+    if (!s.ok()) std::cerr << name << " did not confirm its shutdown: " << s.to_string() << std::endl;
+  }
+  return af::Status::OK();
+}
+
 }  // namespace
 
 af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& data, const Flags& f, ClusterTask& task,
@@ -256,17 +273,127 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
     auto stale = sess.run({sync_ops.num_stale});
     if (stale.ok()) std::cout << "sync: " << (*stale)[0].item<int64_t>() << " stale gradients dropped" << std::endl;
   }
-  AF_RETURN_IF_ERROR(evaluate(sess, m, data.x_test, data.y_test, &r.test_loss, &r.test_accuracy));
-  AF_RETURN_IF_ERROR(saver->save(sess, f.checkpoint_path, gstep));
-  if (writer) {
-    (void)writer->add_scalar("test/accuracy", static_cast<float>(r.test_accuracy), gstep);
-    (void)writer->close();
+  AF_RETURN_IF_ERROR(chief_finish(sess, m, data, f, task, *saver, writer, gstep, r));
+  return r;
+}
+
+af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::function<Model(af::Graph&)>& build,
+                                       const Split& data, const Flags& f, ClusterTask& task) {
+  if (!build) return af::invalid_argument("--replication in_graph: this sample cannot build its model once per tower");
+  if (m.train_op.valid()) return af::invalid_argument("--replication in_graph needs the loop's optimizer; this model builds its own train op");
+  const int towers_n = static_cast<int>(task.tower_devices.size());
+  const int64_t n_train = data.x_train.dim(0);
+  const int64_t global_batch = int64_t{f.batch_size} * towers_n;
+  const int64_t steps_per_epoch = std::max<int64_t>(1, (n_train + global_batch - 1) / global_batch);
+  int64_t target = int64_t{f.epoch_number} * steps_per_epoch;
+  if (f.max_steps > 0) target = std::min(target, f.max_steps);
+
+  af::Output step = af::train::global_step(g);
+  auto optimizer = make_optimizer(f, g, step, steps_per_epoch);
+  std::vector<Model> towers{m};
+  std::vector<af::optim::GradsAndVars> tower_grads;
+  tower_grads.push_back(optimizer->compute_gradients(m.loss));
+  for (int i = 1; i < towers_n; ++i) {
+    // The tower's ops on its task, whatever the scopes outside say; the variables exist
+    // already (on the ps) and are shared, and ops that name one run where it lives.
+    af::DeviceScope on(g, [&g, dev = task.tower_devices[i]](const af::Node& n) -> std::string {
+      for (auto& [key, value] : n.attrs)
+        if (value.is<std::string>())
+          if (const af::Node* v = g.find_node(value.get<std::string>()); v && v->op == "VariableV2") return "";
+      return dev;
+    });
+    af::NameScope names(g, "tower_" + std::to_string(i));
+    af::VariableScope reuse(g, "", true);
+    towers.push_back(build(g));
+    tower_grads.push_back(optimizer->compute_gradients(towers.back().loss));
   }
-  // Training is over: the ps tasks may go.
-  for (size_t i = 0; i < task.ps.size(); ++i) {
-    af::Status s = afn::request_shutdown(task.ps[i].host, task.ps[i].port, "training is over (" + task.self + ")");
-    if (!s.ok()) std::cerr << "/job:ps/task:" << i << " did not confirm its shutdown: " << s.to_string() << std::endl;
+  af::optim::GradsAndVars averaged;
+  for (size_t k = 0; k < tower_grads[0].size(); ++k) {
+    const af::Output& v = tower_grads[0][k].second;
+    std::vector<af::Output> parts;
+    for (auto& tg : tower_grads) {
+      const af::Gradient& gr = tg[k].first;
+      if (gr.valid()) parts.push_back(gr.sparse() ? af::densify(gr, v) : gr.dense);
+    }
+    if (parts.empty()) continue;
+    // Averaged where the variable lives: each tower's gradient crosses once.
+    af::DeviceScope on_var(g, v.node().device);
+    af::Gradient mean;
+    mean.dense = af::add_n(parts, "tower_sum") * (1.0 / static_cast<double>(parts.size()));
+    averaged.emplace_back(mean, v);
   }
+  af::Operation train_op = optimizer->apply_gradients(averaged, step);
+  af::Output new_step;
+  {
+    af::ControlDependencies after(g, {train_op});
+    new_step = af::read_variable(step, "step_after_update");
+  }
+  af::Saver saver(g);
+
+  af::SessionOptions opts;
+  opts.intra_op_threads = f.threads;
+  opts.target = task.target;
+  AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g, opts));
+  const auto deadline = Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms);
+  std::string resumed_from;
+  if (f.mode == "train")
+    if (auto latest = af::latest_checkpoint(f.checkpoint_path); latest.ok()) resumed_from = *latest;
+  AF_RETURN_IF_ERROR(wait_for("the ps and worker tasks", deadline, [&] {
+    return resumed_from.empty() ? sess.run_init() : saver.restore_file(sess, resumed_from);
+  }));
+  AF_ASSIGN_OR_RETURN(auto first, sess.run({step}));
+  int64_t gstep = first[0].item<int64_t>();
+  const int64_t start_step = gstep;
+  std::cout << task.self << ": in-graph replication over " << towers_n << " towers, training to global step " << target
+            << " (" << steps_per_epoch << " steps per epoch)" << std::endl;
+  std::optional<af::SummaryWriter> writer;
+  if (auto w = af::SummaryWriter::create(f.output_path); w.ok()) {
+    writer = std::move(*w);
+    (void)writer->add_graph(g);
+  }
+
+  std::vector<int64_t> order(static_cast<size_t>(n_train));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(static_cast<uint64_t>(f.seed) * 1000003u);
+  TrainResult r;
+  auto started = Clock::now();
+  int64_t first_count = 0, last_count = 0, examples = 0;
+  double last_sum = 0;
+  while (gstep < target) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t b = 0; b + static_cast<size_t>(towers_n) <= order.size() && gstep < target; b += static_cast<size_t>(global_batch)) {
+      size_t e = std::min(order.size(), b + static_cast<size_t>(global_batch));
+      af::FeedDict feeds;
+      size_t per = (e - b) / static_cast<size_t>(towers_n);
+      for (int i = 0; i < towers_n; ++i) {
+        size_t tb = b + per * static_cast<size_t>(i), te = i + 1 == towers_n ? e : tb + per;
+        feeds.push_back({towers[i].x, gather_rows(data.x_train, order, tb, te)});
+        feeds.push_back({towers[i].y, gather_rows(data.y_train, order, tb, te)});
+        if (towers[i].training.valid()) feeds.push_back({towers[i].training, af::Tensor::scalar(true)});
+      }
+      auto out = sess.run({m.loss, new_step}, feeds);
+      if (!out.ok()) return out.status().with_context(task.self + " at global step " + std::to_string(gstep));
+      double loss = (*out)[0].element_as_double(0);
+      gstep = (*out)[1].item<int64_t>();
+      examples += static_cast<int64_t>(e - b);
+      if (first_count < 20) {
+        r.first_loss += loss;
+        ++first_count;
+      }
+      last_sum += loss;
+      ++last_count;
+      if (writer && gstep % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
+      if (gstep % steps_per_epoch == 0 && gstep < target) AF_RETURN_IF_ERROR(saver.save(sess, f.checkpoint_path, gstep));
+    }
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  r.steps = gstep;
+  r.epochs = static_cast<int>(gstep / steps_per_epoch);
+  r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
+  r.last_loss = last_count ? last_sum / static_cast<double>(last_count) : 0;
+  r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
+  (void)start_step;
+  AF_RETURN_IF_ERROR(chief_finish(sess, m, data, f, task, saver, writer, gstep, r));
   return r;
 }
 

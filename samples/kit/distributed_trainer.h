@@ -10,10 +10,21 @@
 // --max_steps). The chief initializes or restores the variables, checkpoints, writes the
 // summaries, waits for the others to finish, evaluates, and tells the ps tasks to stop.
 #pragma once
+#include <functional>
+
 #include "cluster.h"
 #include "trainer.h"
 
 namespace kit {
+
+// In-graph replication (--replication in_graph): the chief alone is a client. `m` is its
+// own tower; `build` makes one more per other training task, under that task's device
+// and a reusing variable scope, so all towers share the variables on the ps. Each step
+// feeds every tower its slice of one global batch, averages the towers' gradients where
+// each variable lives, and applies them once.
+actorflow::Result<TrainResult> train_in_graph(actorflow::Graph& g, Model& m,
+                                              const std::function<Model(actorflow::Graph&)>& build, const Split& data,
+                                              const Flags& f, ClusterTask& task);
 
 actorflow::Result<TrainResult> train_distributed(actorflow::Graph& g, Model& m, const Split& data, const Flags& f,
                                                  ClusterTask& task, actorflow::optim::Optimizer* optimizer = nullptr);

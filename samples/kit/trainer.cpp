@@ -194,9 +194,10 @@ std::string row_text(const af::Tensor& t, int64_t r) {
 }  // namespace
 
 int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const std::string& sample_name,
-             af::optim::Optimizer* optimizer, ClusterTask* task) {
+             af::optim::Optimizer* optimizer, ClusterTask* task, const std::function<Model(af::Graph&)>& build_tower) {
   if (task && task->distributed) {
-    auto r = train_distributed(g, m, data, f, *task, optimizer);
+    auto r = task->in_graph ? train_in_graph(g, m, build_tower, data, f, *task)
+                            : train_distributed(g, m, data, f, *task, optimizer);
     if (!r.ok()) {
       std::cerr << sample_name << ": " << r.status().to_string() << "\n";
       return 1;
@@ -208,9 +209,9 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
                   r->examples_per_second, r->first_loss, r->last_loss);
       return 0;
     }
-    std::printf("RESULT sample=%s model=%s role=chief sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
+    std::printf("RESULT sample=%s model=%s role=chief replication=%s sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
                 "steps=%lld seconds=%.1f examples_per_second=%.0f first_loss=%.4f final_loss=%.4f\n",
-                sample_name.c_str(), f.model.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
+                sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
                 r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
                 r->first_loss, r->last_loss);
     return 0;

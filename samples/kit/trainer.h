@@ -3,6 +3,7 @@
 // checkpoint per epoch (train resumes, train_from_scratch ignores them), and the export /
 // inference modes of the seeds.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -61,6 +62,7 @@ struct ClusterTask;
 // RESULT line. Inference reads --inference_test_file with load_inference_inputs. With a
 // distributed `task` (cluster.h), trains as that task of the cluster.
 int run_main(const Flags& f, actorflow::Graph& g, Model& m, const Split& data, const std::string& sample_name,
-             actorflow::optim::Optimizer* optimizer = nullptr, ClusterTask* task = nullptr);
+             actorflow::optim::Optimizer* optimizer = nullptr, ClusterTask* task = nullptr,
+             const std::function<Model(actorflow::Graph&)>& build_tower = {});
 
 }  // namespace kit
