@@ -271,9 +271,10 @@ TEST_CASE("a training step of a small MLP: same losses and weights with the pass
   int64_t actors_on = 0, actors_off = 0;
   auto on = train(true, &actors_on);
   auto off = train(false, &actors_off);
-  // Relu's gradient reads the BiasAdd output, so each layer fuses MatMul + BiasAdd only:
-  // three nodes fewer.
-  CHECK(actors_on == actors_off - 3);
+  // Relu's gradient tests the BiasAdd output (> 0); the pass moves that test onto the
+  // Relu's output, so the hidden layers fuse MatMul + BiasAdd + Relu (2 nodes fewer
+  // each) and the output layer MatMul + BiasAdd (1 fewer).
+  CHECK(actors_on == actors_off - 5);
   for (size_t s = 0; s < on.first.size(); ++s) {
     CAPTURE(s);
     CHECK(on.first[s] == doctest::Approx(off.first[s]).epsilon(1e-5));
@@ -283,6 +284,37 @@ TEST_CASE("a training step of a small MLP: same losses and weights with the pass
     CAPTURE(i);
     check_near(on.second[i], off.second[i], 1e-5);
   }
+}
+
+TEST_CASE("x > 0 beside relu(x) reads relu(x) instead, so the chain fuses; any other reader stops it") {
+  std::mt19937 rng(21);
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {4, 6}, "x");
+  auto w = af::constant(g, random_tensor(af::f32, {6, 5}, rng), "w");
+  auto bias = af::placeholder(g, af::f32, {5}, "bias");
+  auto zero = af::placeholder(g, af::f32, {}, "zero");
+  auto ba = af::bias_add(af::matmul(x, w), bias);
+  auto y = af::relu(ba);
+  auto positive = ba > 0.0;
+  auto other = ba > zero;       // not a constant: stays on the BiasAdd
+  auto half = ba * 0.5;         // any other reader keeps the BiasAdd output
+  af::Tensor xv = random_tensor(af::f32, {4, 6}, rng);
+  // NaN, +-0 and signs in the BiasAdd output: the test must agree on all of them.
+  xv.data<float>()[0] = std::nanf("");
+  af::Tensor bv = af::Tensor::from_vector<float>({0.f, -0.f, 0.25f, -0.25f, 0.f}, {5});
+  af::FeedDict feeds{{x, xv}, {bias, bv}, {zero, af::Tensor::scalar(0.0f)}};
+  auto ref = run_counted(g, fusing(false), {y, positive}, feeds);
+  auto on = run_counted(g, fusing(true), {y, positive}, feeds);
+  CHECK(ref.actors == 4);
+  CHECK(on.actors == 2);  // _FusedMatMul and the Greater on its output
+  CHECK(on.out[1].equals(ref.out[1]));
+  for (int64_t i = 0; i < ref.out[0].num_elements(); ++i) {
+    const double a = on.out[0].element_as_double(i), b = ref.out[0].element_as_double(i);
+    CHECK(((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-6 * (1 + std::fabs(b))));
+  }
+  // A test against a fed value, or another reader: MatMul + BiasAdd fuse, the Relu stays.
+  CHECK(run_counted(g, fusing(true), {y, positive, other}, feeds).actors == 4);
+  CHECK(run_counted(g, fusing(true), {y, positive, half}, feeds).actors == 4);
 }
 
 TEST_CASE("_FusedMatMul has no gradient: the pass runs after autodiff") {

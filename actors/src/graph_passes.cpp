@@ -199,7 +199,38 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
   };
 
   std::unordered_set<int> removed;
-  bool redirected = false;
+  bool redirected = false;  // some node's inputs changed producer: sort the plan again
+  // `Greater(x, 0)` readers of x (node `x_id`, one output) move to the output of x's
+  // Relu when x's readers are that Relu (with no control inputs, so the move makes no
+  // cycle) and such tests only.
+  auto redirect_sign_tests = [&](int x_id, bool& moved) {
+    auto r = readers.find(x_id);
+    if (r == readers.end() || r->second.size() < 2) return;
+    int relu = -1;
+    std::vector<int> tests;
+    for (int u : r->second) {
+      const Node& n = p.node(u);
+      if (n.op == "Relu" && relu < 0 && n.control_inputs.empty() && n.inputs.size() == 1) {
+        relu = u;
+        continue;
+      }
+      if (n.op != "Greater" || n.inputs.size() != 2 || !(n.inputs[0] == Endpoint{x_id, 0}) ||
+          n.inputs[1].node == x_id)
+        return;
+      if (!in_plan.count(n.inputs[1].node)) return;  // a fed constant holds the feed
+      const Node& zero = p.node(n.inputs[1].node);
+      const Tensor* v = is_const(zero) ? zero.attr_tensor("value") : nullptr;
+      if (!v || v->num_elements() > 64 || (v->dtype() != DType::f32 && v->dtype() != DType::f64)) return;
+      for (int64_t i = 0; i < v->num_elements(); ++i)
+        if (v->element_as_double(i) != 0.0) return;
+      tests.push_back(u);
+    }
+    if (relu < 0 || tests.empty() || p.node(relu).device != p.node(x_id).device) return;
+    for (int u : tests) p.rewrite(u).inputs[0] = Endpoint{relu, 0};
+    r->second = {relu};
+    readers[relu].insert(readers[relu].end(), tests.begin(), tests.end());
+    moved = true;
+  };
   for (int id : plan.nodes) {
     const Node& ba = p.node(id);
     if (ba.op != "BiasAdd" || ba.inputs.size() != 2 || !fusable_dtype(ba)) continue;
@@ -212,6 +243,11 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
       continue;
     std::vector<int> extra{ba.inputs[1].node};
     extra.insert(extra.end(), ba.control_inputs.begin(), ba.control_inputs.end());
+    // Relu's gradient reads the BiasAdd output x as `x > 0`; relu(x) > 0 is the same
+    // test for every x (NaN and -0 included), so such readers read the Relu's output
+    // instead, which leaves the Relu as BiasAdd's only reader (training graphs then
+    // fuse the whole chain).
+    if (!pinned.count(id)) redirect_sign_tests(id, redirected);
     // The Relu, when BiasAdd's output goes to it alone.
     int relu_id = -1;
     if (auto r = readers.find(id); r != readers.end() && r->second.size() == 1) {
@@ -273,7 +309,7 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
   for (int id : plan.nodes)
     if (!removed.count(id)) kept.push_back(id);
   if (redirected) {
-    // A moved waiter may stand before the fused node: sort again (depth first over the
+    // A moved waiter or sign test may stand before its new producer: sort again (depth first over the
     // old order, so an already ordered plan keeps its order).
     std::unordered_set<int> live(kept.begin(), kept.end()), done;
     std::vector<int> order;
