@@ -10,6 +10,8 @@ ssp          bounded staleness 2 with worker 1 slowed by a test hook: the ps's c
              records never show a worker more than 2 clocks ahead of the slowest.
 in_graph     --replication in_graph: the chief builds a tower per worker; worker 1 only
              serves its tower (its daemon runs partitions) and exits 0 when told.
+sync_equal   sync mode, 2 workers, the data in order (--noshuffle): the checkpoint's
+             weights equal, within 1e-5, one process's trained on the doubled batch.
 tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
 no_token     without ACTORFLOW_TOKEN a task fails at once saying how to set it.
 fashion      Fashion-MNIST MLP, 1 ps + 2 async workers, the single process's 10 epochs:
@@ -178,6 +180,57 @@ def case_in_graph(samples, tmp):
         c.kill_all()
 
 
+def read_safetensors(path):
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    fmt = {"F32": "f", "F64": "d", "I64": "q", "I32": "i"}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        code = fmt[info["dtype"]]
+        out[name] = struct.unpack(f"<{(e - b) // struct.calcsize(code)}{code}", data[b:e])
+    return out
+
+
+def latest_checkpoint(d):
+    files = [f for f in os.listdir(d) if f.endswith(".safetensors")]
+    files.sort(key=lambda f: int(re.search(r"ckpt-(\d+)", f).group(1)))
+    return os.path.join(d, files[-1]) if files else None
+
+
+def case_sync_equal(samples, tmp):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    common = ["--noshuffle", "--max_steps", "14", "--epoch_number", "1"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, common + ["--sync_mode", "sync", "--batch_size", "16"], env=env)
+    try:
+        finish(c, names, 300)
+    finally:
+        c.kill_all()
+    single = os.path.join(tmp, "single")
+    p = subprocess.run([os.path.join(samples, "cancer_classifier")] + common +
+                       ["--batch_size", "32", "--checkpoint_path", os.path.join(single, "ckpt"), "--output_path",
+                        os.path.join(single, "tb")], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"the single process failed: {p.stderr[-2000:]}")
+    a_path, b_path = latest_checkpoint(os.path.join(tmp, "ckpt")), latest_checkpoint(os.path.join(single, "ckpt"))
+    if not check(a_path and b_path, "a checkpoint is missing"):
+        return
+    a, b = read_safetensors(a_path), read_safetensors(b_path)
+    check(set(a) == set(b), f"the checkpoints hold different variables: {sorted(set(a) ^ set(b))}")
+    worst, where = 0.0, ""
+    for name in set(a) & set(b):
+        for x, y in zip(a[name], b[name]):
+            if abs(x - y) > worst:
+                worst, where = abs(x - y), name
+    print(f"sync vs doubled batch: {len(a)} variables, largest difference {worst:.3g} ({where})", flush=True)
+    check(a.get("global_step") == b.get("global_step"), f"global steps differ: {a.get('global_step')} vs {b.get('global_step')}")
+    check(worst <= 1e-5, f"the weights differ by {worst} in {where}")
+
+
 def case_ssp(samples, tmp):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     log = os.path.join(tmp, "clocks.txt")
@@ -253,6 +306,8 @@ def main():
             case_seeds(samples, tmp, "sync")
         elif case == "in_graph":
             case_in_graph(samples, tmp)
+        elif case == "sync_equal":
+            case_sync_equal(samples, tmp)
         elif case == "ssp":
             case_ssp(samples, tmp)
         elif case == "tf_config":

@@ -192,7 +192,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   int64_t next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
   int64_t next_report = gstep + std::max<int64_t>(1, target / 10);
   while (gstep < target) {
-    std::shuffle(order.begin(), order.end(), rng);
+    if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b < order.size() && gstep < target; b += static_cast<size_t>(f.batch_size)) {
       size_t e = std::min(order.size(), b + static_cast<size_t>(f.batch_size));
       af::FeedDict feeds{{m.x, gather_rows(xs, order, b, e)}, {m.y, gather_rows(ys, order, b, e)}};
@@ -360,7 +360,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   int64_t first_count = 0, last_count = 0, examples = 0;
   double last_sum = 0;
   while (gstep < target) {
-    std::shuffle(order.begin(), order.end(), rng);
+    if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b + static_cast<size_t>(towers_n) <= order.size() && gstep < target; b += static_cast<size_t>(global_batch)) {
       size_t e = std::min(order.size(), b + static_cast<size_t>(global_batch));
       af::FeedDict feeds;

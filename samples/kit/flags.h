@@ -34,6 +34,7 @@ struct Flags {
   int threads = 0;  // 0 = all cores
   std::string data_dir;      // where the sample's data lives (a default per sample)
   int64_t max_steps = -1;    // stop early (tests and quick runs)
+  bool shuffle = true;       // false: every epoch in the data's order (reproducible runs)
 
   // Distributed training (cluster.h). The cluster comes from the seeds' flags, a
   // --cluster_spec file, TF_CONFIG, Slurm or Open MPI (net/README.md).

@@ -72,7 +72,10 @@ SyncReplicasOps sync_replicas_minimize(optim::Optimizer& opt, const Output& loss
   Graph& g = *loss.graph();
   optim::GradsAndVars grads = opt.compute_gradients(loss, var_list);
   SyncReplicasOps out;
-  NameScope scope(g, "sync_replicas");
+  // The apply step is built outside this scope, so that its slots are named as a plain
+  // minimize() names them and checkpoints move between sync and async training.
+  std::optional<NameScope> scope(std::in_place, g, "sync_replicas");
+  const std::string scope_name = g.current_name_scope();
   out.local_step = placeholder(g, DType::i64, Shape{}, "local_step");
   std::vector<Operation> deposits;
   std::vector<Output> stale;
@@ -105,7 +108,9 @@ SyncReplicasOps sync_replicas_minimize(optim::Optimizer& opt, const Output& loss
     stale.push_back(dsl::add(g, "AccumulatorNumStale", "num_stale", {}, {{"accumulator", var}}));
   }
   if (averaged.empty()) throw Error(invalid_argument("sync_replicas_minimize: no gradients for any variable"));
-  Operation apply = opt.apply_gradients(averaged, global_step, "apply");
+  scope.reset();
+  Operation apply = opt.apply_gradients(averaged, global_step, "sync_replicas_apply");
+  scope.emplace(g, scope_name);  // ends in "/": re-entered as it stands
   Output new_step = apply.output(0);
   const std::string& step_device = global_step.node().device;
   Operation advance;
