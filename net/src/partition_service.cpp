@@ -2,10 +2,17 @@
 // partition_service.h.
 #include "partition_service.h"
 
+#include "actorflow/net/daemon.h"
+
+#include <atomic>
+
 #include "actorflow/tensor_codec.h"
 
 namespace actorflow::net {
 namespace {
+
+// Tensor bytes that crossed to or from another daemon, for the whole process.
+std::atomic<uint64_t> g_edge_bytes_sent{0}, g_edge_bytes_received{0};
 
 // The RemoteEdges of one session's partition: frames to the daemon that holds the
 // destination location, or straight to the rendezvous when that is this daemon.
@@ -20,6 +27,7 @@ class PeerEdges final : public runtime::RemoteEdges {
       local_.deliver_edge(session_, to, step, edge, std::move(bytes));
       return Status::OK();
     }
+    g_edge_bytes_sent.fetch_add(bytes->size(), std::memory_order_relaxed);
     return peers_.send(address, EdgeFrameMsg{session_, static_cast<uint64_t>(step), static_cast<uint64_t>(edge), to, *bytes});
   }
 
@@ -218,11 +226,16 @@ void PartitionService::deliver_credit(uint64_t session, const std::string& to, i
 
 void PartitionService::deliver(const Message& m) {
   if (auto* e = std::get_if<EdgeFrameMsg>(&m)) {
+    g_edge_bytes_received.fetch_add(e->tensor.size(), std::memory_order_relaxed);
     deliver_edge(e->session, e->to_location, static_cast<int64_t>(e->step_id), static_cast<int64_t>(e->edge),
                  std::make_shared<const std::string>(e->tensor));
   } else if (auto* c = std::get_if<CreditMsg>(&m)) {
     deliver_credit(c->session, c->to_location, static_cast<int64_t>(c->edge));
   }
+}
+
+EdgeTraffic edge_traffic() {
+  return {g_edge_bytes_sent.load(std::memory_order_relaxed), g_edge_bytes_received.load(std::memory_order_relaxed)};
 }
 
 }  // namespace actorflow::net

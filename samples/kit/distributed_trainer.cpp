@@ -71,6 +71,22 @@ af::Status wait_for(const std::string& what, Clock::time_point deadline, const s
 
 // The chief's last words: test evaluation, the final checkpoint and summary, and the
 // Shutdown that lets every serving task (ps, and the workers of in-graph replication) exit 0.
+int64_t model_bytes(const af::Graph& g) {
+  int64_t n = 0;
+  for (int id : g.collection("trainable_variables")) {
+    const af::Node& v = g.node(id);
+    n += v.output_shapes[0].num_elements() * static_cast<int64_t>(af::dtype_size(v.output_dtypes[0]));
+  }
+  return n;
+}
+
+void note_traffic(TrainResult& r, const afn::EdgeTraffic& before, int64_t steps, const af::Graph& g) {
+  afn::EdgeTraffic now = afn::edge_traffic();
+  r.model_bytes = model_bytes(g);
+  if (steps > 0)
+    r.wire_bytes_per_step = static_cast<double>((now.sent - before.sent) + (now.received - before.received)) / static_cast<double>(steps);
+}
+
 af::Status chief_finish(af::Session& sess, Model& m, const Split& data, const Flags& f, const ClusterTask& task,
                         af::Saver& saver, std::optional<af::SummaryWriter>& writer, int64_t gstep, TrainResult& r) {
   AF_RETURN_IF_ERROR(evaluate(sess, m, data.x_test, data.y_test, &r.test_loss, &r.test_accuracy));
@@ -187,6 +203,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   af::Tensor val_x = data.x_test.slice_rows(0, std::min<int64_t>(1000, data.x_test.dim(0)));
   af::Tensor val_y = data.y_test.slice_rows(0, val_x.dim(0));
   auto started = Clock::now();
+  const afn::EdgeTraffic traffic0 = afn::edge_traffic();
   int64_t local_steps = 0, examples = 0, first_count = 0, last_count = 0;
   double last_sum = 0;
   int64_t next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
@@ -244,6 +261,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  note_traffic(r, traffic0, local_steps, g);
   AF_RETURN_IF_ERROR(sess.run({}, {}, {done_op}).status());
   r.steps = gstep;
   r.epochs = static_cast<int>(gstep / steps_per_epoch);
@@ -357,6 +375,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   std::mt19937_64 rng(static_cast<uint64_t>(f.seed) * 1000003u);
   TrainResult r;
   auto started = Clock::now();
+  const afn::EdgeTraffic traffic0 = afn::edge_traffic();
   int64_t first_count = 0, last_count = 0, examples = 0;
   double last_sum = 0;
   while (gstep < target) {
@@ -387,12 +406,12 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  note_traffic(r, traffic0, gstep - start_step, g);
   r.steps = gstep;
   r.epochs = static_cast<int>(gstep / steps_per_epoch);
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
   r.last_loss = last_count ? last_sum / static_cast<double>(last_count) : 0;
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
-  (void)start_step;
   AF_RETURN_IF_ERROR(chief_finish(sess, m, data, f, task, saver, writer, gstep, r));
   return r;
 }

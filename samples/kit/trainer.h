@@ -37,6 +37,10 @@ struct TrainResult {
   int64_t steps = 0;
   double seconds = 0;
   double examples_per_second = 0;
+  // Distributed: tensor bytes this task's daemon sent to and received from the others per
+  // step, and the trainable variables' bytes (a worker step moves about twice the model).
+  double wire_bytes_per_step = 0;
+  int64_t model_bytes = 0;
 };
 
 // Builds the optimizer named by --optimizer (with --enable_lr_decay).

@@ -68,6 +68,14 @@ class NodeDaemon {
   std::unique_ptr<Impl> impl_;
 };
 
+// The tensor bytes this process's daemons sent to and received from other daemons
+// (edges of graphs cut over tasks), since the process started.
+struct EdgeTraffic {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
+EdgeTraffic edge_traffic();
+
 // For a program that is mainly a daemon (actorflow-node, a ps task): call
 // block_stop_signals() before NodeDaemon::start (its threads inherit the mask), then
 // wait_until_stopped(), which returns once SIGTERM or SIGINT arrived (it then stops the
