@@ -12,6 +12,10 @@ in_graph     --replication in_graph: the chief builds a tower per worker; worker
              serves its tower (its daemon runs partitions) and exits 0 when told.
 sync_equal   sync mode, 2 workers, the data in order (--noshuffle): the checkpoint's
              weights equal, within 1e-5, one process's trained on the doubled batch.
+worker_lost_async / worker_lost_sync
+             kill -9 of worker 1 mid-training: the chief goes on (in sync mode after one
+             --sync_timeout_ms, saying so); worker 1 restarted with the same flags rejoins,
+             nobody else restarts, and everything ends with exit 0.
 tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
 no_token     without ACTORFLOW_TOKEN a task fails at once saying how to set it.
 fashion      Fashion-MNIST MLP, 1 ps + 2 async workers, the single process's 10 epochs:
@@ -231,6 +235,37 @@ def case_sync_equal(samples, tmp):
     check(worst <= 1e-5, f"the weights differ by {worst} in {where}")
 
 
+def case_worker_lost(samples, tmp, mode):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    extra = ["--epoch_number", "40", "--slow_step_ms", "10", "--sync_mode", mode, "--sync_timeout_ms", "1500"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, extra, env=env)
+    try:
+        # Kill worker 1 once training is under way (the chief reports 10% of the steps).
+        t0 = time.time()
+        while "global step" not in c.output("worker0") and time.time() - t0 < 120:
+            time.sleep(0.05)
+        p1, _ = c.procs["worker1"]
+        check(p1.poll() is None, "worker 1 ended before the test could kill it")
+        os.killpg(p1.pid, signal.SIGKILL)
+        p1.wait()
+        time.sleep(2.5)  # past one --sync_timeout_ms: a sync round has gone on without it
+        check(c.procs["worker0"][0].poll() is None, f"the chief ended when worker 1 died:\n{c.output('worker0')[-2000:]}")
+        # The same command again: it rejoins the running cluster.
+        argv = list(p1.args)
+        c.procs["worker1_killed"] = c.procs.pop("worker1")
+        c.start("worker1", argv, env)
+        r = finish(c, ["ps0", "worker1", "worker0"], 300)
+        print("chief:", r, flush=True)
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a lost worker")
+        w1 = result(c.output("worker1")) or {}
+        check(w1.get("role") == "worker", "the restarted worker 1 printed no RESULT")
+        if mode == "sync":
+            log = c.output("worker0") + c.output("ps0")
+            check("goes on with 1 of 2" in log, "no log line says a sync round went on without worker 1")
+    finally:
+        c.kill_all()
+
+
 def case_ssp(samples, tmp):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     log = os.path.join(tmp, "clocks.txt")
@@ -308,6 +343,10 @@ def main():
             case_in_graph(samples, tmp)
         elif case == "sync_equal":
             case_sync_equal(samples, tmp)
+        elif case == "worker_lost_async":
+            case_worker_lost(samples, tmp, "async")
+        elif case == "worker_lost_sync":
+            case_worker_lost(samples, tmp, "sync")
         elif case == "ssp":
             case_ssp(samples, tmp)
         elif case == "tf_config":

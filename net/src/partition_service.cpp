@@ -186,6 +186,9 @@ void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
     gone = std::move(it->second);
     entries_.erase(it);
   }
+  // Steps waiting for edges from the other partitions would otherwise hold the executor's
+  // close until their deadline.
+  if (gone) gone->rendezvous->abort_all(Status(Code::cancelled, "the partition was closed by its client"));
 }
 
 size_t PartitionService::close_owner(uint64_t owner) {
@@ -201,6 +204,9 @@ size_t PartitionService::close_owner(uint64_t owner) {
       }
     }
   }
+  // The client is gone: its steps in flight end now rather than at their deadline, which
+  // also frees the worker threads a closing executor would hold.
+  for (auto& e : gone) e->rendezvous->abort_all(Status(Code::cancelled, "the client of this partition went away"));
   return gone.size();
 }
 

@@ -29,6 +29,7 @@ struct GradientAccumulator final : Resource {
   int64_t count = 0;
   int64_t round = 0;  // gradients of earlier rounds are stale
   int64_t stale = 0;
+  int64_t expected = 0;       // gradients a round waits for in full (fewer after a loss)
   std::set<int64_t> workers;  // who contributed to this round
 };
 
@@ -132,55 +133,96 @@ class TakeGradientKernel final : public AsyncOpKernel {
  public:
   explicit TakeGradientKernel(const Node& n)
       : AsyncOpKernel(n), key_("accumulator:" + n.attr_string("accumulator")), required_(n.attr_int("num_required", 1)),
-        timeout_ms_(n.attr_int("timeout_ms", 60000)) {}
+        timeout_ms_(n.attr_int("timeout_ms", 60000)), grace_ms_(std::min(timeout_ms_, n.attr_int("grace_ms", 200))) {}
 
+  // A round ends with `num_required` gradients. One that times out goes on with what has
+  // arrived, and the accumulator then expects only that many (the others are lost): later
+  // rounds wait for them a short grace only, so a dead worker costs one timeout, not one
+  // per step. A round that gets all of them again restores the full count.
   void compute_async(OpKernelContext& ctx, DoneCallback done) override {
     auto acc = find_or_make<GradientAccumulator>(ctx, key_);
     if (!acc) return done();
-    int64_t round = ctx.input(0).item<int64_t>();
-    OpKernelContext* c = &ctx;
-    auto started = Clock::now();
-    // Runs under the accumulator's lock, once.
-    int64_t required = required_, timeout_ms = timeout_ms_;
-    std::string who = name();
-    auto take = [acc, c, done, round, started, required, timeout_ms, who](bool timed_out) {
-      if (acc->count == 0) {
-        c->fail(deadline_exceeded("no gradient for round " + std::to_string(round) + " arrived within " +
-                                  std::to_string(timeout_ms) + " ms"));
-        return done();
-      }
-      if (timed_out || acc->count < required) {
-        std::ostringstream os;
-        os << "[sync] " << who << ": round " << round << " goes on with " << acc->count << " of " << required
-           << " gradients after "
-           << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()
-           << " ms (from workers";
-        for (int64_t w : acc->workers) os << " " << w;
-        os << "); the others are late or lost";
-        log_line(os.str());
-      }
-      c->set_output(0, acc->sum.dtype() == DType::f32 ? mean_of<float>(acc->sum, acc->count)
-                                                       : mean_of<double>(acc->sum, acc->count));
-      acc->sum = Tensor();
-      acc->count = 0;
-      acc->workers.clear();
-      acc->round = std::max(acc->round, round + 1);
-      done();
-    };
+    auto st = std::make_shared<Take>();
+    st->acc = acc;
+    st->ctx = &ctx;
+    st->done = std::move(done);
+    st->round = ctx.input(0).item<int64_t>();
+    st->started = Clock::now();
+    st->required = required_;
+    st->timeout_ms = timeout_ms_;
+    st->grace_ms = grace_ms_;
+    st->who = name();
     std::lock_guard<std::mutex> lock(acc->waits->mu);
-    int64_t need = required_;
-    acc->waits->add([acc, take, need] {
-          if (acc->count < need) return false;
-          take(false);
-          return true;
-        },
-        [take] { take(true); }, deadline_after(timeout_ms_));
+    if (acc->expected <= 0 || acc->expected > required_) acc->expected = required_;
+    park(st);
   }
 
  private:
+  struct Take {
+    std::shared_ptr<GradientAccumulator> acc;
+    OpKernelContext* ctx = nullptr;
+    DoneCallback done;
+    int64_t round = 0, required = 1, timeout_ms = 0, grace_ms = 0;
+    Clock::time_point started;
+    std::string who;
+  };
+
+  // Under the accumulator's lock.
+  static void park(const std::shared_ptr<Take>& st) {
+    GradientAccumulator& a = *st->acc;
+    auto full_deadline = st->started + std::chrono::milliseconds(std::max<int64_t>(st->timeout_ms, 1));
+    auto deadline = a.expected < st->required
+                        ? std::min(full_deadline, Clock::now() + std::chrono::milliseconds(std::max<int64_t>(st->grace_ms, 1)))
+                        : full_deadline;
+    a.waits->add([st] {
+          if (st->acc->count < st->required) return false;
+          finish(*st);
+          return true;
+        },
+        [st, full_deadline] {
+          GradientAccumulator& acc = *st->acc;
+          bool degraded_ready = acc.expected < st->required && acc.count >= acc.expected && acc.count > 0;
+          if (degraded_ready || Clock::now() >= full_deadline) return finish(*st);
+          park(st);  // the grace ended short of the expected gradients: wait out the timeout
+        },
+        deadline);
+  }
+
+  static void finish(Take& st) {
+    GradientAccumulator& acc = *st.acc;
+    if (acc.count == 0) {
+      st.ctx->fail(deadline_exceeded("no gradient for round " + std::to_string(st.round) + " arrived within " +
+                                     std::to_string(st.timeout_ms) + " ms"));
+      return st.done();
+    }
+    int64_t before = acc.expected;
+    acc.expected = std::min(st.required, acc.count);
+    if (acc.expected != before) {
+      std::ostringstream os;
+      os << "[sync] " << st.who << ": round " << st.round;
+      if (acc.expected < st.required) {
+        os << " goes on with " << acc.count << " of " << st.required << " gradients after "
+           << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - st.started).count()
+           << " ms (from workers";
+        for (int64_t w : acc.workers) os << " " << w;
+        os << "); the others are late or lost, and later rounds wait for them " << st.grace_ms << " ms only";
+      } else {
+        os << " has all " << st.required << " gradients again";
+      }
+      log_line(os.str());
+    }
+    st.ctx->set_output(0, acc.sum.dtype() == DType::f32 ? mean_of<float>(acc.sum, acc.count) : mean_of<double>(acc.sum, acc.count));
+    acc.sum = Tensor();
+    acc.count = 0;
+    acc.workers.clear();
+    acc.round = std::max(acc.round, st.round + 1);
+    st.done();
+  }
+
   std::string key_;
   int64_t required_;
   int64_t timeout_ms_;
+  int64_t grace_ms_;
 };
 
 class RoundAdvanceKernel final : public OpKernel {

@@ -42,7 +42,8 @@ AF_REGISTER_OP("AccumulatorApplyGradient")
 
 // (round) -> the mean of the gradients of that round, once `num_required` have arrived;
 // the accumulator then accepts round + 1 only. After `timeout_ms` it takes what has
-// arrived (at least one) and logs which workers were missing.
+// arrived (at least one), logs which workers were missing, and until all come back the
+// later rounds wait only `grace_ms` beyond the gradients still arriving.
 AF_REGISTER_OP("AccumulatorTakeGradient")
     .inputs(1)
     .stateful()
@@ -51,6 +52,7 @@ AF_REGISTER_OP("AccumulatorTakeGradient")
     .required_attr("shape")
     .attr("num_required", int64_t{1})
     .attr("timeout_ms", int64_t{60000})
+    .attr("grace_ms", int64_t{200})
     .shape_fn([](ShapeContext& c) {
       AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
       AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "round"));
