@@ -11,10 +11,13 @@
 #include "cluster_session.h"
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "actorflow/device_name.h"
 #include "actorflow/graph_partition.h"
@@ -135,45 +138,66 @@ class ClusterSession final : public SessionImpl {
       if (!st.ok()) start_failed[loc] = st;
     }
     start_lock.unlock();
-    std::map<std::string, std::future<Result<StepDoneMsg>>> running;
+    // One thread waits for every partition: each daemon's answer (or its connection's
+    // end) queues its location here.
+    struct Arrivals {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::deque<std::string> ready;
+    };
+    auto arrivals = std::make_shared<Arrivals>();
+    std::set<std::string> running;
     for (auto& [loc, m] : msgs) {
-      auto client = kind->parts.at(loc).client;
-      auto failed = start_failed.find(loc);
-      if (failed != start_failed.end()) {
-        std::promise<Result<StepDoneMsg>> p;
-        p.set_value(failed->second);
-        running[loc] = p.get_future();
+      running.insert(loc);
+      if (start_failed.count(loc)) {
+        std::lock_guard<std::mutex> lock(arrivals->mu);
+        arrivals->ready.push_back(loc);
         continue;
       }
-      running[loc] = std::async(std::launch::async, [client, step, deadline] { return client->wait_step(step, deadline); });
+      kind->parts.at(loc).client->notify_when_done(step, [arrivals, loc = loc] {
+        std::lock_guard<std::mutex> lock(arrivals->mu);
+        arrivals->ready.push_back(loc);
+        arrivals->cv.notify_one();
+      });
     }
     std::map<std::string, StepDoneMsg> done;
     Status first, root;
     bool cleaned = false;
     while (!running.empty()) {
-      for (auto it = running.begin(); it != running.end();) {
-        if (it->second.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
-          ++it;
-          continue;
-        }
-        auto r = it->second.get();
-        Status s = r.ok() ? r->status : r.status();
-        if (s.ok()) {
-          done[it->first] = std::move(*r);
+      std::string loc;
+      {
+        std::unique_lock<std::mutex> lock(arrivals->mu);
+        // The daemons answer by the step's deadline; past it (plus slack for the answer to
+        // travel), every partition still out is asked once more and fails at once.
+        arrivals->cv.wait_until(lock, deadline + std::chrono::seconds(5), [&] { return !arrivals->ready.empty(); });
+        if (!arrivals->ready.empty()) {
+          loc = arrivals->ready.front();
+          arrivals->ready.pop_front();
         } else {
-          if (first.ok()) first = s;
-          // A partition aborted because another failed is not the cause: prefer the other.
-          if (root.ok() && s.code() != Code::deadline_exceeded && s.code() != Code::cancelled) root = s;
-          if (!r.ok()) forget(*kind);
+          loc = *running.begin();
         }
-        it = running.erase(it);
+      }
+      if (!running.erase(loc)) continue;
+      Result<StepDoneMsg> r = [&]() -> Result<StepDoneMsg> {
+        auto failed = start_failed.find(loc);
+        if (failed != start_failed.end()) return failed->second;
+        return kind->parts.at(loc).client->wait_step(step, deadline);
+      }();
+      Status s = r.ok() ? r->status : r.status();
+      if (s.ok()) {
+        done[loc] = std::move(*r);
+      } else {
+        if (first.ok()) first = s;
+        // A partition aborted because another failed is not the cause: prefer the other.
+        if (root.ok() && s.code() != Code::deadline_exceeded && s.code() != Code::cancelled) root = s;
+        if (!r.ok()) forget(*kind);
       }
       // The first failure ends the step everywhere: partitions waiting for its edges
       // would otherwise sit until their deadline.
       if (!first.ok() && !cleaned) {
         cleaned = true;
         Status why = cancelled("step " + std::to_string(step) + " failed elsewhere: " + first.message());
-        for (auto& [loc, fut] : running) kind->parts.at(loc).client->cleanup_step(kind->parts.at(loc).handle, step, why);
+        for (auto& other : running) kind->parts.at(other).client->cleanup_step(kind->parts.at(other).handle, step, why);
       }
     }
     if (!root.ok()) return root;

@@ -118,21 +118,48 @@ void DaemonClient::on_message(Message&& m) {
     other_(std::move(m));
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto* r = std::get_if<RegisteredMsg>(&m)) {
-    auto it = registrations_.find(r->request_id);
-    if (it != registrations_.end()) it->second = std::move(*r);
-  } else if (auto* d = std::get_if<StepDoneMsg>(&m)) {
-    auto it = steps_.find(d->step_id);
-    if (it != steps_.end()) it->second = std::move(*d);
+  std::function<void()> watcher;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto* r = std::get_if<RegisteredMsg>(&m)) {
+      auto it = registrations_.find(r->request_id);
+      if (it != registrations_.end()) it->second = std::move(*r);
+    } else if (auto* d = std::get_if<StepDoneMsg>(&m)) {
+      auto it = steps_.find(d->step_id);
+      if (it != steps_.end()) it->second = std::move(*d);
+      auto w = watchers_.find(d->step_id);
+      if (w != watchers_.end()) {
+        watcher = std::move(w->second);
+        watchers_.erase(w);
+      }
+    }
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  if (watcher) watcher();
 }
 
 void DaemonClient::on_closed(const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = why.ok() ? Status(Code::unavailable, "closed") : Status(Code::unavailable, why.message());
-  cv_.notify_all();
+  std::map<uint64_t, std::function<void()>> watchers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = why.ok() ? Status(Code::unavailable, "closed") : Status(Code::unavailable, why.message());
+    watchers.swap(watchers_);
+    cv_.notify_all();
+  }
+  for (auto& [id, fn] : watchers) fn();
+}
+
+void DaemonClient::notify_when_done(uint64_t id, std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = steps_.find(id);
+    bool settled = it == steps_.end() || it->second.has_value() || closed_.has_value();
+    if (!settled) {
+      watchers_[id] = std::move(fn);
+      return;
+    }
+  }
+  fn();
 }
 
 bool DaemonClient::alive() const {
@@ -208,6 +235,7 @@ Result<StepDoneMsg> DaemonClient::wait_step(uint64_t id, Clock::time_point deadl
   Status s = wait(lock, deadline, [&] { return steps_[id].has_value(); }, "step " + std::to_string(id));
   auto reply = std::move(steps_[id]);
   steps_.erase(id);
+  watchers_.erase(id);
   if (!s.ok()) return s;
   return std::move(*reply);
 }

@@ -43,6 +43,10 @@ class DaemonClient {
   // run_step in two halves: send now (frames leave in the order of these calls), wait later.
   Status start_step(RunStepMsg m, Clock::time_point deadline);
   Result<StepDoneMsg> wait_step(uint64_t step_id, Clock::time_point deadline);
+  // Calls `fn` once step `step_id`'s answer is here or the connection has closed (at once
+  // if that is so already), from the io thread or this one: wait_step then returns
+  // without waiting. Lets one thread wait for the steps of several daemons.
+  void notify_when_done(uint64_t step_id, std::function<void()> fn);
   void close_graph(uint64_t handle);
   // Tells the daemon that step `step` of partition `handle` failed elsewhere.
   void cleanup_step(uint64_t handle, uint64_t step, const Status& why);
@@ -78,6 +82,7 @@ class DaemonClient {
   uint64_t next_request_ = 1;
   std::map<uint64_t, std::optional<RegisteredMsg>> registrations_;
   std::map<uint64_t, std::optional<StepDoneMsg>> steps_;
+  std::map<uint64_t, std::function<void()>> watchers_;
   std::function<void(Message&&)> other_;
 };
 
