@@ -16,6 +16,11 @@ worker_lost_async / worker_lost_sync
              kill -9 of worker 1 mid-training: the chief goes on (in sync mode after one
              --sync_timeout_ms, saying so); worker 1 restarted with the same flags rejoins,
              nobody else restarts, and everything ends with exit 0.
+ps_lost      kill -9 of ps 1 mid-training: the workers wait and retry; ps 1 restarted at its
+             address comes back empty, the chief restores the last checkpoint (taken every
+             --save_checkpoint_secs), everyone goes on and ends with exit 0.
+chief_lost   kill -9 of the chief: the others go on; the chief restarted resumes from the
+             last checkpoint and the run ends normally.
 tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
 no_token     without ACTORFLOW_TOKEN a task fails at once saying how to set it.
 fashion      Fashion-MNIST MLP, 1 ps + 2 async workers, the single process's 10 epochs:
@@ -266,6 +271,60 @@ def case_worker_lost(samples, tmp, mode):
         c.kill_all()
 
 
+def wait_for_progress(c, name, timeout=120):
+    t0 = time.time()
+    while "global step" not in c.output(name) and time.time() - t0 < timeout:
+        time.sleep(0.05)
+
+
+def restart(c, name, env):
+    p, _ = c.procs[name]
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    c.procs[name + "_killed"] = c.procs.pop(name)
+    return list(p.args)
+
+
+def case_ps_lost(samples, tmp):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, extra, env=env)
+    try:
+        wait_for_progress(c, "worker0")
+        time.sleep(1.0)  # a periodic checkpoint exists
+        argv = restart(c, "ps1", env)
+        time.sleep(1.5)
+        for w in ("worker0", "worker1"):
+            check(c.procs[w][0].poll() is None, f"{w} ended while ps 1 was down:\n{c.output(w)[-2000:]}")
+        c.start("ps1", argv, env)
+        r = finish(c, ["ps0", "ps1", "worker1", "worker0"], 300)
+        print("chief:", r, flush=True)
+        log = c.output("worker0")
+        check("restored" in log, "the chief did not restore the checkpoint after ps 1 came back empty")
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} after a lost ps")
+    finally:
+        c.kill_all()
+
+
+def case_chief_lost(samples, tmp):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, extra, env=env)
+    try:
+        wait_for_progress(c, "worker0")
+        time.sleep(1.0)
+        argv = restart(c, "worker0", env)
+        time.sleep(1.0)
+        check(c.procs["worker1"][0].poll() is None, f"worker 1 ended when the chief died:\n{c.output('worker1')[-2000:]}")
+        c.start("worker0", argv, env)
+        r = finish(c, ["ps0", "worker1", "worker0"], 300)
+        print("chief:", r, flush=True)
+        check("resuming from" in c.output("worker0"), "the restarted chief did not resume from the checkpoint")
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} after a lost chief")
+    finally:
+        c.kill_all()
+
+
 def case_ssp(samples, tmp):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     log = os.path.join(tmp, "clocks.txt")
@@ -347,6 +406,10 @@ def main():
             case_worker_lost(samples, tmp, "async")
         elif case == "worker_lost_sync":
             case_worker_lost(samples, tmp, "sync")
+        elif case == "ps_lost":
+            case_ps_lost(samples, tmp)
+        elif case == "chief_lost":
+            case_chief_lost(samples, tmp)
         elif case == "ssp":
             case_ssp(samples, tmp)
         elif case == "tf_config":

@@ -264,7 +264,15 @@ class ClusterSession final : public SessionImpl {
     if (closed_) return failed_precondition("session is closed");
     std::string key = request_key(req);
     auto it = kinds_.find(key);
-    if (it != kinds_.end() && !it->second->broken && it->second->graph_version == graph_.version()) return it->second;
+    // A kind whose daemon connection died (the task was lost, maybe restarted since) is
+    // registered afresh: the new incarnation has none of the old partitions.
+    auto all_alive = [](const Kind& k) {
+      for (auto& [loc, p] : k.parts)
+        if (!p.client->alive()) return false;
+      return true;
+    };
+    if (it != kinds_.end() && !it->second->broken && it->second->graph_version == graph_.version() && all_alive(*it->second))
+      return it->second;
     AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> k, register_kind(req));
     kinds_[key] = k;
     return k;

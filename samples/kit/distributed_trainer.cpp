@@ -45,9 +45,10 @@ af::Tensor gather_rows(const af::Tensor& t, const std::vector<int64_t>& order, s
   return out;
 }
 
+// What a lost or restarted task looks like from a step: waiting (and restoring) cures it.
 bool retryable(const af::Status& s) {
   return s.code() == af::Code::unavailable || s.code() == af::Code::failed_precondition ||
-         s.code() == af::Code::deadline_exceeded;
+         s.code() == af::Code::deadline_exceeded || s.code() == af::Code::cancelled;
 }
 
 // Runs `attempt` until it succeeds, fails with an error that waiting cannot cure, or the
@@ -176,6 +177,23 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   };
   AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
   const int64_t start_step = gstep;
+  std::vector<af::Fetch> all_vars;
+  for (int id : g.collection("variables")) all_vars.push_back(af::Output(&g, id));
+  // Until every variable reads again: the chief restores them when a ps lost its share.
+  auto recover = [&]() -> af::Status {
+    return wait_for("the cluster to recover", Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms), [&] {
+      af::Status s = sess.run(all_vars).status();
+      if (!task.is_chief || s.code() != af::Code::failed_precondition) return s;
+      auto latest = af::latest_checkpoint(f.checkpoint_path);
+      af::Status fixed = latest.ok() ? saver->restore_file(sess, *latest) : sess.run_init();
+      if (fixed.ok())
+        std::cerr << task.self << ": variables lost with a ps task; "
+                  << (latest.ok() ? "restored " + *latest : std::string("initialized them afresh (no checkpoint yet)"))
+                  << std::endl;
+      return fixed.ok() ? s : fixed;
+    });
+  };
+  auto last_save = Clock::now();
   if (!resumed_from.empty()) std::cout << "resuming from " << resumed_from << " at step " << gstep << std::endl;
   std::cout << task.describe() << ": training to global step " << target << " (" << f.sync_mode << ", "
             << steps_per_epoch << " steps per epoch)" << std::endl;
@@ -228,6 +246,16 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
         }
       }
       auto out = sess.run(fetches, feeds, targets);
+      if (!out.ok() && retryable(out.status())) {
+        // A task was lost. Wait until the cluster answers again; if a ps came back
+        // without its variables, the chief restores the last checkpoint.
+        std::cerr << task.self << ": the step at global step " << gstep << " failed (" << out.status().to_string()
+                  << "); waiting for the cluster to recover" << std::endl;
+        AF_RETURN_IF_ERROR(recover());
+        AF_ASSIGN_OR_RETURN(gstep, read_step());
+        std::cerr << task.self << ": the cluster is back at global step " << gstep << std::endl;
+        continue;
+      }
       if (!out.ok()) return out.status().with_context(task.describe() + " at global step " + std::to_string(gstep));
       double loss = (*out)[0].element_as_double(0);
       gstep = (*out)[1].item<int64_t>();
@@ -243,7 +271,9 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
       if (writer && local_steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       if (f.steps_to_validate > 0 && local_steps % f.steps_to_validate == 0) {
         double vl, va;
-        AF_RETURN_IF_ERROR(evaluate(sess, m, val_x, val_y, &vl, &va));
+        af::Status validated = evaluate(sess, m, val_x, val_y, &vl, &va);
+        if (!validated.ok() && retryable(validated)) continue;  // the next step finds out and recovers
+        AF_RETURN_IF_ERROR(validated);
         if (writer) {
           (void)writer->add_scalar("validation/loss", static_cast<float>(vl), gstep);
           (void)writer->add_scalar("validation/accuracy", static_cast<float>(va), gstep);
@@ -254,9 +284,13 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
                   << std::endl;
         next_report = gstep + std::max<int64_t>(1, target / 10);
       }
-      if (gstep >= next_save && gstep < target) {
-        AF_RETURN_IF_ERROR(saver->save(sess, f.checkpoint_path, gstep));
+      bool periodic = Clock::now() - last_save >= std::chrono::milliseconds(static_cast<int64_t>(f.save_checkpoint_secs * 1000));
+      if ((gstep >= next_save || periodic) && gstep < target) {
+        af::Status saved = saver->save(sess, f.checkpoint_path, gstep);
+        if (!saved.ok() && retryable(saved)) continue;  // the next step finds out and recovers
+        AF_RETURN_IF_ERROR(saved);
         next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+        last_save = Clock::now();
       }
     }
   }

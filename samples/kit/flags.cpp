@@ -158,6 +158,10 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
   app.add_option("--startup_timeout_ms", f.startup_timeout_ms, "how long a task waits for the others and for the chief's initialization")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--save_checkpoint_secs", f.save_checkpoint_secs,
+                 "distributed: the chief checkpoints this often as well as every epoch (a lost ps costs at most this much)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--clock_log", f.clock_log, "ssp: the chief writes the ps's clock records (worker clock slowest) here");
   app.add_option("--slow_step_ms", f.slow_step_ms, "test hook: sleep this long before every training step")
       ->capture_default_str()

@@ -52,6 +52,7 @@ struct Flags {
   int64_t startup_timeout_ms = 120000; // how long a task waits for the others to come up
   std::string clock_log;               // ssp: the chief writes the ps's clock records here
   int64_t slow_step_ms = 0;            // a test hook: sleep this long before every step
+  double save_checkpoint_secs = 600;   // the chief also checkpoints this often (bounds what a lost ps costs)
 
   // The flags the command line named ("--model", ...), for samples that reject a flag
   // only where it does not apply.
