@@ -171,6 +171,29 @@ def main():
                 if w is not None:
                     w.close()
 
+    # ---- issue 10's network cases: TensorFlow's gRPC runtime as their peer ----
+    # bench/python/tf_net_peer.py starts tf.distribute.Server processes, so it is started
+    # only when wire_throughput_* or remote_step_latency (bench/net_bench.cpp) runs.
+    if args.python and any(c.get("params", {}).get("kind") in ("wire_throughput", "remote_step_latency")
+                           for c in cases):
+        w = None
+        try:
+            w = Worker("tf_net_peer.py", [args.python, os.path.join(HERE, "tf_net_peer.py"), str(args.threads)],
+                       os.path.join(bench_dir, "tf_net_peer.log"))
+            r = w.ask("hello")
+            if not r.get("ok"):
+                raise RuntimeError(r.get("error"))
+            w.name = r["peer"]
+            py_peers.append(w)
+            print("# peer %s %s: %s" % (r["peer"], r["version"], r["threads"]))
+        except (RuntimeError, OSError, ValueError) as e:
+            print("SKIP wire_throughput/remote_step_latency vs tensorflow grpc: tf_net_peer.py did not start (%s)" % e)
+            if w is not None:
+                w.close()
+    elif not args.python and any(c.get("params", {}).get("kind") in ("wire_throughput", "remote_step_latency")
+                                 for c in cases):
+        print("SKIP wire_throughput/remote_step_latency vs tensorflow grpc: no bench venv (--no-python)")
+
     ghz = cpu_clock_ghz()
     cores = os.cpu_count() or 1
     peak = cores * 32 * ghz
