@@ -7,6 +7,7 @@ PKGS=(
   libcaf-dev libasio-dev libeigen3-dev capnproto libcapnp-dev doctest-dev zlib1g-dev libcli11-dev nlohmann-json3-dev libssl-dev libdnnl-dev libboost-dev
   dataset-fashion-mnist python3-sklearn
   python3 python3-venv
+  iperf3  # bench/run wire_throughput_*: the loopback TCP peer
 )
 missing=()
 for p in "${PKGS[@]}"; do
