@@ -94,7 +94,7 @@ class ClusterSession final : public SessionImpl {
     int64_t timeout_ms = req.options.timeout_ms > 0 ? req.options.timeout_ms : opts_.step_timeout_ms;
     if (timeout_ms <= 0) timeout_ms = kDefaultStepTimeoutMs;
     auto deadline = DaemonClient::Clock::now() + std::chrono::milliseconds(timeout_ms);
-    AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> kind, kind_for(req));
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> kind, kind_for(req, deadline));
     // Step ids are taken and the steps sent under one lock, so every daemon of a kind of
     // step starts them in one order: node actors fire steps in the order they started,
     // and two daemons starting two steps in different orders could each hold the credit
@@ -161,15 +161,20 @@ class ClusterSession final : public SessionImpl {
       });
     }
     std::map<std::string, StepDoneMsg> done;
-    Status first, root;
+    // root: a partition's own error; lost: a daemon that did not answer (cut link, dead
+    // connection), which names it; first: whatever failed first (aborts included).
+    Status first, root, lost;
     bool cleaned = false;
+    // The daemons answer by the step's deadline; past it (plus slack for the answer to
+    // travel), every partition still out is asked once more and fails at once. Once one
+    // has failed, the others (told by CleanupStep) get a short grace only: a daemon behind
+    // a cut link never answers, and the step must still fail by its deadline.
+    auto give_up = deadline + std::chrono::seconds(5);
     while (!running.empty()) {
       std::string loc;
       {
         std::unique_lock<std::mutex> lock(arrivals->mu);
-        // The daemons answer by the step's deadline; past it (plus slack for the answer to
-        // travel), every partition still out is asked once more and fails at once.
-        arrivals->cv.wait_until(lock, deadline + std::chrono::seconds(5), [&] { return !arrivals->ready.empty(); });
+        arrivals->cv.wait_until(lock, give_up, [&] { return !arrivals->ready.empty(); });
         if (!arrivals->ready.empty()) {
           loc = arrivals->ready.front();
           arrivals->ready.pop_front();
@@ -190,17 +195,23 @@ class ClusterSession final : public SessionImpl {
         if (first.ok()) first = s;
         // A partition aborted because another failed is not the cause: prefer the other.
         if (root.ok() && s.code() != Code::deadline_exceeded && s.code() != Code::cancelled) root = s;
-        if (!r.ok()) forget(*kind);
+        if (!r.ok()) {
+          if (lost.ok()) lost = s;
+          forget(*kind);
+        }
       }
       // The first failure ends the step everywhere: partitions waiting for its edges
       // would otherwise sit until their deadline.
       if (!first.ok() && !cleaned) {
         cleaned = true;
+        auto now = DaemonClient::Clock::now();
+        give_up = std::min(give_up, now + (now >= deadline ? std::chrono::milliseconds(200) : std::chrono::milliseconds(1000)));
         Status why = cancelled("step " + std::to_string(step) + " failed elsewhere: " + first.message());
         for (auto& other : running) kind->parts.at(other).client->cleanup_step(kind->parts.at(other).handle, step, why);
       }
     }
     if (!root.ok()) return root;
+    if (!lost.ok()) return lost;
     if (!first.ok()) return first;
     std::vector<Tensor> out(req.fetches.size());
     for (size_t i = 0; i < out.size(); ++i) {
@@ -259,7 +270,7 @@ class ClusterSession final : public SessionImpl {
     return key;
   }
 
-  Result<std::shared_ptr<Kind>> kind_for(const RunRequest& req) {
+  Result<std::shared_ptr<Kind>> kind_for(const RunRequest& req, DaemonClient::Clock::time_point step_deadline) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return failed_precondition("session is closed");
     std::string key = request_key(req);
@@ -273,13 +284,15 @@ class ClusterSession final : public SessionImpl {
     };
     if (it != kinds_.end() && !it->second->broken && it->second->graph_version == graph_.version() && all_alive(*it->second))
       return it->second;
-    AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> k, register_kind(req));
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Kind> k, register_kind(req, step_deadline));
     kinds_[key] = k;
     return k;
   }
 
-  Result<std::shared_ptr<Kind>> register_kind(const RunRequest& req) {
-    auto deadline = DaemonClient::Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+  // By the step's deadline: a daemon behind a cut link (no RST, the dial hangs) fails the
+  // step in time, naming it.
+  Result<std::shared_ptr<Kind>> register_kind(const RunRequest& req, DaemonClient::Clock::time_point step_deadline) {
+    auto deadline = std::min(step_deadline, DaemonClient::Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs));
     std::vector<int> wanted;
     for (auto& f : req.fetches) wanted.push_back(f.output.node_id());
     for (auto& t : req.targets) wanted.push_back(t.node_id());

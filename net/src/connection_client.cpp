@@ -3,6 +3,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
+
+#include "actorflow/net/daemon.h"
+
 namespace actorflow::net {
 namespace {
 
@@ -11,7 +15,22 @@ int64_t ms_until(DaemonClient::Clock::time_point t) {
   return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(t - DaemonClient::Clock::now()).count());
 }
 
+std::atomic<int> g_heartbeat_ms{ConnectionOptions{}.heartbeat_ms};
+std::atomic<int> g_peer_timeout_ms{ConnectionOptions{}.idle_timeout_ms};
+
 }  // namespace
+
+void set_client_heartbeat(int heartbeat_ms, int peer_timeout_ms) {
+  if (heartbeat_ms > 0) g_heartbeat_ms = heartbeat_ms;
+  if (peer_timeout_ms > 0) g_peer_timeout_ms = peer_timeout_ms;
+}
+
+ConnectionOptions client_connection_options() {
+  ConnectionOptions o;
+  o.heartbeat_ms = g_heartbeat_ms;
+  o.idle_timeout_ms = g_peer_timeout_ms;
+  return o;
+}
 
 Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& host, uint16_t port,
                                                             const std::string& token, const std::string& label,
@@ -140,13 +159,29 @@ void DaemonClient::on_message(Message&& m) {
 
 void DaemonClient::on_closed(const Status& why) {
   std::map<uint64_t, std::function<void()>> watchers;
+  std::function<void(const Status&)> on_close;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = why.ok() ? Status(Code::unavailable, "closed") : Status(Code::unavailable, why.message());
     watchers.swap(watchers_);
+    on_close.swap(on_close_);
     cv_.notify_all();
   }
   for (auto& [id, fn] : watchers) fn();
+  if (on_close) on_close(why);
+}
+
+void DaemonClient::set_close_handler(std::function<void(const Status&)> h) {
+  Status why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_) {
+      on_close_ = std::move(h);
+      return;
+    }
+    why = *closed_;
+  }
+  if (h) h(why);
 }
 
 void DaemonClient::notify_when_done(uint64_t id, std::function<void()> fn) {

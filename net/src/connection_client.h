@@ -18,6 +18,11 @@
 
 namespace actorflow::net {
 
+// The heartbeat settings of this process's client connections (sessions on af://
+// targets, daemon-to-daemon links a caller does not configure otherwise): what
+// set_client_heartbeat() last set (daemon.h), else ConnectionOptions' defaults.
+ConnectionOptions client_connection_options();
+
 class DaemonClient {
  public:
   using Clock = std::chrono::steady_clock;
@@ -27,7 +32,8 @@ class DaemonClient {
   // by `deadline`. `label` names the daemon in errors ("af://127.0.0.1:2222").
   static Result<std::unique_ptr<DaemonClient>> connect(const std::string& host, uint16_t port, const std::string& token,
                                                        const std::string& label, Clock::time_point deadline,
-                                                       ConnectionOptions options = {}, std::string self_task = {});
+                                                       ConnectionOptions options = client_connection_options(),
+                                                       std::string self_task = {});
   ~DaemonClient();
 
   // extends: 0 for a new graph, else the handle whose graph grew (see net.capnp).
@@ -39,6 +45,9 @@ class DaemonClient {
   // Called on the io thread with every message that answers no call (Edge and Credit
   // frames from a peer daemon). Set it before sending anything.
   void set_message_handler(std::function<void(Message&&)> h) { other_ = std::move(h); }
+  // Called once, on the io thread, when the connection closes (at once, on this thread,
+  // if it has closed already). For the log line of a lost peer.
+  void set_close_handler(std::function<void(const Status&)> h);
   Result<StepDoneMsg> run_step(RunStepMsg m, Clock::time_point deadline);
   // run_step in two halves: send now (frames leave in the order of these calls), wait later.
   Status start_step(RunStepMsg m, Clock::time_point deadline);
@@ -84,6 +93,7 @@ class DaemonClient {
   std::map<uint64_t, std::optional<StepDoneMsg>> steps_;
   std::map<uint64_t, std::function<void()>> watchers_;
   std::function<void(Message&&)> other_;
+  std::function<void(const Status&)> on_close_;
 };
 
 }  // namespace actorflow::net

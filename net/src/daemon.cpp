@@ -282,11 +282,11 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
                             "': use --host 127.0.0.1, or set a cluster token (ACTORFLOW_TOKEN) instead");
   if (options.worker_threads < 1) return invalid_argument("worker_threads must be at least 1");
   if (options.heartbeat_ms < 1) return invalid_argument("heartbeat_ms must be at least 1");
-  // Clients send a heartbeat every second when idle (ConnectionOptions): a shorter idle
-  // timeout would drop live clients.
-  if (options.idle_timeout_ms < 2 * ConnectionOptions{}.heartbeat_ms)
-    return invalid_argument("--idle_timeout_ms must be at least " + std::to_string(2 * ConnectionOptions{}.heartbeat_ms) +
-                            " (twice the clients' heartbeat interval)");
+  // Peers beat every heartbeat_ms when idle (the cluster's processes share the flag): a
+  // shorter timeout would drop live peers.
+  if (options.idle_timeout_ms < 2 * options.heartbeat_ms)
+    return invalid_argument("--peer_timeout_ms (--idle_timeout_ms) must be at least " +
+                            std::to_string(2 * options.heartbeat_ms) + " (twice --heartbeat_ms)");
   if (options.max_message_bytes < kMaxPreAuthFrameBytes)
     return invalid_argument("--max_message_bytes must be at least " + std::to_string(kMaxPreAuthFrameBytes));
   impl->opts = std::move(options);
@@ -312,6 +312,14 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   impl->peers = std::make_unique<PeerTable>(impl->address, opts.token, [self](Message&& m) {
     if (self->partitions) self->partitions->deliver(m);
   });
+  impl->peers->set_log([self](const std::string& line) { self->log(line); });
+  // Dials to peer daemons beat and time out like this daemon's own connections.
+  {
+    ConnectionOptions dial = client_connection_options();
+    dial.heartbeat_ms = opts.heartbeat_ms;
+    dial.idle_timeout_ms = opts.idle_timeout_ms;
+    impl->peers->set_connection_options(dial);
+  }
   impl->partitions = std::make_unique<PartitionService>(where, *impl->peers);
   impl->pool = std::make_unique<WorkerPool>(opts.worker_threads);
   impl->accept();

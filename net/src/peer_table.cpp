@@ -32,11 +32,24 @@ Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clo
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   int port = std::atoi(address.c_str() + colon + 1);
   if (port < 1 || port > 65535) return invalid_argument("peer address '" + address + "' has a bad port");
-  auto c = DaemonClient::connect(host, static_cast<uint16_t>(port), token_, "af://" + address, deadline, {},
+  auto c = DaemonClient::connect(host, static_cast<uint16_t>(port), token_, "af://" + address, deadline, dial_options_,
                                  std::string(kPeerPrefix) + self_);
   if (!c.ok()) return c.status().with_context("connecting to the peer daemon at " + address);
   std::shared_ptr<DaemonClient> client(std::move(c).value());
   client->set_message_handler(on_message_);
+  if (log_) {
+    bool again;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      again = dialed_.count(address) > 0;
+    }
+    log_("peer daemon " + client->daemon().task + " at " + address + (again ? " is back: connected again" : ": connected"));
+    // A lost peer (its process died, or it fell silent past the peer timeout) says so once;
+    // closing the table (cancelled) is no loss.
+    client->set_close_handler([log = log_, address, task = client->daemon().task](const Status& why) {
+      if (why.code() != Code::cancelled) log("peer daemon " + task + " at " + address + " lost: " + why.to_string());
+    });
+  }
   std::lock_guard<std::mutex> lock(mu_);
   dialed_[address] = std::move(client);
   return Status::OK();

@@ -24,6 +24,10 @@ class PeerTable {
   // daemon routes those arriving on accepted ones itself).
   PeerTable(std::string self_address, std::string token, std::function<void(Message&&)> on_message);
   ~PeerTable();
+  // Options of the connections this table dials (TLS, heartbeats); set before use.
+  void set_connection_options(ConnectionOptions o) { dial_options_ = std::move(o); }
+  // Gets a line when a dialed peer connects, comes back, or is lost. Set before use.
+  void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
   const std::string& self() const { return self_; }
 
   // Dials `address` when this daemon's address is the lower one and no live connection
@@ -40,7 +44,9 @@ class PeerTable {
  private:
   std::string self_;
   std::string token_;
+  ConnectionOptions dial_options_;
   std::function<void(Message&&)> on_message_;
+  std::function<void(const std::string&)> log_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<DaemonClient>> dialed_;
   std::map<std::string, std::weak_ptr<Connection>> accepted_;

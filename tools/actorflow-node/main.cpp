@@ -49,8 +49,15 @@ int main(int argc, char** argv) {
   app.add_option("--worker_threads", opts.worker_threads, "threads running steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--drain_timeout_ms", opts.drain_timeout_ms, "how long SIGTERM waits for steps in flight")
       ->capture_default_str();
-  app.add_option("--idle_timeout_ms", opts.idle_timeout_ms,
-                 "drop a peer silent this long (clients send a heartbeat every second), freeing its graphs")
+  // Heartbeats (docs/ARCHITECTURE.md, "Failure model"): every connection, accepted or
+  // dialed to a peer daemon, beats every --heartbeat_ms when idle; a peer silent for
+  // --peer_timeout_ms is taken as dead (its connection closes, its graphs are freed, the
+  // steps waiting on it fail). Give every process of a cluster the same two values.
+  app.add_option("--heartbeat_ms", opts.heartbeat_ms, "send a heartbeat to an idle peer this often")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--peer_timeout_ms,--idle_timeout_ms", opts.idle_timeout_ms,
+                 "a peer (client or daemon) silent this long is dead: drop it and free its graphs (>= 2 x --heartbeat_ms)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -75,6 +82,9 @@ int main(int argc, char** argv) {
   }
   opts.host = !host.empty() ? host : (opts.insecure ? "127.0.0.1" : "0.0.0.0");
   opts.port = static_cast<uint16_t>(port);
+
+  // The connections this process dials (to peer daemons) beat and time out alike.
+  afn::set_client_heartbeat(opts.heartbeat_ms, opts.idle_timeout_ms);
 
   // Block the stop signals in every thread; wait_until_stopped waits for them below.
   afn::block_stop_signals();

@@ -32,7 +32,10 @@ struct DaemonOptions {
   // Threads running steps; steps beyond this wait in a queue.
   int worker_threads = 8;
   // A Heartbeat goes to every idle peer this often; a peer silent for idle_timeout_ms
-  // (at least 2000: clients beat every second) is dropped and its graphs freed.
+  // (--peer_timeout_ms; at least twice heartbeat_ms) is dropped and its graphs freed.
+  // The connections this daemon dials to its peer daemons use the same two values.
+  // Clients beat every second unless set_client_heartbeat() says otherwise: every
+  // process of a cluster should be given the same --heartbeat_ms / --peer_timeout_ms.
   int heartbeat_ms = 1000;
   int idle_timeout_ms = 15000;
   // stop() waits this long for steps in flight before closing connections.
@@ -67,6 +70,15 @@ class NodeDaemon {
   explicit NodeDaemon(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// This process's client connections to daemons (sessions on af:// targets): a
+// Heartbeat every `heartbeat_ms` when idle, and a daemon that sent nothing (no frame, no
+// heartbeat) for `peer_timeout_ms` is taken as dead: its connection closes, the steps
+// waiting on it fail naming it, and the next step connects and registers afresh.
+// Defaults 1000 / 10000. Call at startup, before any session; a value <= 0 keeps the
+// current one. actorflow-node and the samples call it with --heartbeat_ms and
+// --peer_timeout_ms.
+void set_client_heartbeat(int heartbeat_ms, int peer_timeout_ms);
 
 // The tensor bytes this process's daemons sent to and received from other daemons
 // (edges of graphs cut over tasks), since the process started.
