@@ -27,13 +27,18 @@ std::string listen_host(const afn::HostPort& hp) {
   return "0.0.0.0";
 }
 
-std::unique_ptr<afn::NodeDaemon> start_daemon(const afn::ClusterSpec& spec, const std::string& program) {
+std::unique_ptr<afn::NodeDaemon> start_daemon(const afn::ClusterSpec& spec, const Flags& f, const std::string& program) {
   auto self = spec.self_address();
   if (!self.ok()) fail(program, self.status().to_string());
   afn::DaemonOptions o;
   o.task = spec.self().to_string();
   o.host = listen_host(*self);
   o.port = self->port;
+  // Heartbeats: the task's daemon, its dials to the other daemons and its sessions' client
+  // connections all beat every --heartbeat_ms and give up on a peer silent --peer_timeout_ms.
+  o.heartbeat_ms = f.heartbeat_ms;
+  o.idle_timeout_ms = f.peer_timeout_ms;
+  afn::set_client_heartbeat(f.heartbeat_ms, f.peer_timeout_ms);
   auto d = afn::NodeDaemon::start(o);
   if (!d.ok() && d.status().code() == af::Code::not_found)
     fail(program, "no cluster token: every task of the cluster needs the same secret in ACTORFLOW_TOKEN, e.g.\n"
@@ -68,7 +73,8 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   co.launcher.mpi_hosts = f.mpi_hosts;
   auto spec = afn::resolve_cluster(co);
   const std::vector<std::string> cluster_only = {"--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
-                                                 "--replication", "--ps_strategy", "--sync_timeout_ms", "--clock_log"};
+                                                 "--replication", "--ps_strategy", "--sync_timeout_ms", "--clock_log",
+                                                 "--heartbeat_ms", "--peer_timeout_ms"};
   if (!spec.ok()) {
     if (spec.status().code() != af::Code::not_found) fail(program, spec.status().to_string());
     std::string unused = unsupported_flags(f, cluster_only, "without a cluster (--ps_hosts/--worker_hosts, TF_CONFIG, ...)");
@@ -90,7 +96,7 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
     // A ps task is its daemon: it holds its share of the variables until the chief says
     // training is over.
     afn::block_stop_signals();
-    auto d = start_daemon(*spec, program);
+    auto d = start_daemon(*spec, f, program);
     std::cout << "LISTENING " << d->address() << std::endl;
     auto t0 = std::chrono::steady_clock::now();
     int sig = afn::wait_until_stopped(*d);
@@ -117,7 +123,7 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   if (in_graph && f.sync_mode != "async")
     fail(program, "--replication in_graph averages the towers' gradients in one step; --sync_mode does not apply to it");
   t->in_graph = in_graph;
-  t->daemon = start_daemon(*spec, program);
+  t->daemon = start_daemon(*spec, f, program);
   auto self = spec->self_address();
   t->target = t->self + "=af://" + self->to_string();
   for (size_t i = 0; i < t->ps.size(); ++i) {

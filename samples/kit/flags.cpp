@@ -162,6 +162,13 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
                  "distributed: the chief checkpoints this often as well as every epoch (a lost ps costs at most this much)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--heartbeat_ms", f.heartbeat_ms, "distributed: every connection sends a heartbeat this often when idle")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--peer_timeout_ms", f.peer_timeout_ms,
+                 "distributed: a task or daemon silent this long (a cut link) is taken as lost (>= 2 x --heartbeat_ms)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--clock_log", f.clock_log, "ssp: the chief writes the ps's clock records (worker clock slowest) here");
   app.add_option("--slow_step_ms", f.slow_step_ms, "test hook: sleep this long before every training step")
       ->capture_default_str()

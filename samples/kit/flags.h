@@ -53,6 +53,8 @@ struct Flags {
   std::string clock_log;               // ssp: the chief writes the ps's clock records here
   int64_t slow_step_ms = 0;            // a test hook: sleep this long before every step
   double save_checkpoint_secs = 600;   // the chief also checkpoints this often (bounds what a lost ps costs)
+  int heartbeat_ms = 1000;             // every connection beats this often when idle
+  int peer_timeout_ms = 10000;         // a peer silent this long is dead (a cut link, a hung host)
 
   // The flags the command line named ("--model", ...), for samples that reject a flag
   // only where it does not apply.
