@@ -23,7 +23,9 @@ std::shared_ptr<Connection> Connection::create(asio::ip::tcp::socket socket, Han
 Connection::Connection(asio::ip::tcp::socket socket, Handshake handshake, ConnectionOptions options, std::string label)
     : socket_(std::move(socket)), handshake_(std::move(handshake)), options_(options), label_(std::move(label)),
       reader_(kMaxPreAuthFrameBytes), handshake_timer_(socket_.get_executor()),
-      heartbeat_timer_(socket_.get_executor()) {}
+      heartbeat_timer_(socket_.get_executor()) {
+  if (options_.tls) tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(socket_, *options_.tls);
+}
 
 Connection::~Connection() = default;
 
@@ -40,9 +42,19 @@ void Connection::start(Handlers handlers) {
         c->do_close(deadline_exceeded("the handshake did not finish within " +
                                       std::to_string(c->options_.handshake_timeout_ms) + " ms"));
     });
-    self->queue_write(encode_message(self->handshake_.hello()));
-    self->read_more();
+    if (!self->tls_) return self->begin();
+    auto role = self->options_.tls_server ? asio::ssl::stream_base::server : asio::ssl::stream_base::client;
+    self->tls_->async_handshake(role, [self](std::error_code ec) {
+      if (self->closed_) return;
+      if (ec) return self->do_close(Status(Code::unavailable, "the TLS handshake with " + self->label_ + " failed: " + ec.message()));
+      self->begin();
+    });
   });
+}
+
+void Connection::begin() {
+  queue_write(encode_message(handshake_.hello()));
+  read_more();
 }
 
 void Connection::send(Message m) { (void)send_checked(m); }
@@ -99,7 +111,7 @@ void Connection::read_more() {
   // Before authentication, exactly what the reader still wants; after, big reads.
   size_t want = handshake_.done() ? kReadChunk : std::min(reader_.wanted(), kMaxPreAuthFrameBytes);
   if (buffer_.size() < want) buffer_.resize(handshake_.done() ? kReadChunk : kMaxPreAuthFrameBytes);
-  socket_.async_read_some(asio::buffer(buffer_.data(), want), [self = shared_from_this()](std::error_code ec, size_t n) {
+  auto on_read = [self = shared_from_this()](std::error_code ec, size_t n) {
     if (self->closed_) return;
     if (ec) {
       self->do_close(Status(Code::unavailable, ec == asio::error::eof ? std::string("the peer closed the connection")
@@ -112,7 +124,9 @@ void Connection::read_more() {
                                                " bytes before authenticating"));
     self->on_bytes(n);
     self->read_more();
-  });
+  };
+  if (tls_) tls_->async_read_some(asio::buffer(buffer_.data(), want), std::move(on_read));
+  else socket_.async_read_some(asio::buffer(buffer_.data(), want), std::move(on_read));
 }
 
 void Connection::on_bytes(size_t n) {
@@ -163,12 +177,14 @@ void Connection::write_next() {
     return;
   }
   writing_ = true;
-  asio::async_write(socket_, asio::buffer(writes_.front()), [self = shared_from_this()](std::error_code ec, size_t) {
+  auto on_written = [self = shared_from_this()](std::error_code ec, size_t) {
     if (self->closed_) return;
     if (ec) return self->do_close(Status(Code::unavailable, "connection lost while writing: " + ec.message()));
     self->writes_.pop_front();
     self->write_next();
-  });
+  };
+  if (tls_) asio::async_write(*tls_, asio::buffer(writes_.front()), std::move(on_written));
+  else asio::async_write(socket_, asio::buffer(writes_.front()), std::move(on_written));
 }
 
 void Connection::arm_heartbeat() {

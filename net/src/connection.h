@@ -22,6 +22,7 @@
 #include "frame.h"
 #include "frame_messages.h"
 #include "handshake.h"
+#include "tls.h"
 
 namespace actorflow::net {
 
@@ -33,6 +34,9 @@ struct ConnectionOptions {
   int idle_timeout_ms = 10000;
   // The handshake must finish within this.
   int handshake_timeout_ms = 5000;
+  // TLS under the handshake (tls.h): null for plain TCP; `tls_server` for the accepting end.
+  std::shared_ptr<asio::ssl::context> tls;
+  bool tls_server = false;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -69,6 +73,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   Connection(asio::ip::tcp::socket socket, Handshake handshake, ConnectionOptions options, std::string label);
   void do_close(Status why);
+  void begin();  // after TLS (if any): our Hello, then reading
   void read_more();
   void on_bytes(size_t n);
   Status on_frame(RawFrame&& frame);
@@ -77,6 +82,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void arm_heartbeat();
 
   asio::ip::tcp::socket socket_;
+  std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket&>> tls_;  // over socket_, when TLS is on
   Handshake handshake_;
   ConnectionOptions options_;
   std::string label_;

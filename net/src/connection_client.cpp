@@ -36,6 +36,12 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
                                                             const std::string& token, const std::string& label,
                                                             Clock::time_point deadline, ConnectionOptions options,
                                                             std::string self_task) {
+  if (!options.tls) {
+    auto tls = client_tls_from_env();
+    if (!tls.ok()) return tls.status();
+    options.tls = *tls;
+  }
+  options.tls_server = false;
   std::unique_ptr<DaemonClient> c(new DaemonClient(label));
   auto nonce = random_nonce();
   if (!nonce.ok()) return nonce.status();
@@ -209,7 +215,7 @@ Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time
   return register_message(std::move(m), deadline);
 }
 
-void DaemonClient::post(Message m) { conn_->send(std::move(m)); }
+Status DaemonClient::post(Message m) { return conn_->send_checked(m); }
 
 Status DaemonClient::request_shutdown(const std::string& reason, Clock::time_point deadline) {
   conn_->send(ShutdownMsg{reason});

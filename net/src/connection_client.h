@@ -40,8 +40,9 @@ class DaemonClient {
   Result<uint64_t> register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends = 0);
   // A RegisterGraph as given (a partition's); its request id is set here.
   Result<uint64_t> register_message(RegisterGraphMsg m, Clock::time_point deadline);
-  // Queues a message that expects no answer (an Edge or Credit between daemons).
-  void post(Message m);
+  // Queues a message that expects no answer (an Edge or Credit between daemons); fails,
+  // sending nothing, when it is over the largest frame the daemon accepts.
+  Status post(Message m);
   // Called on the io thread with every message that answers no call (Edge and Credit
   // frames from a peer daemon). Set it before sending anything.
   void set_message_handler(std::function<void(Message&&)> h) { other_ = std::move(h); }

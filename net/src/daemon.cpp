@@ -51,6 +51,7 @@ struct NodeDaemon::Impl {
   // Graphs cut over several daemons: the connections to the other daemons, and the
   // partitions registered here.
   std::unique_ptr<PeerTable> peers;
+  std::shared_ptr<asio::ssl::context> tls_server;  // null: plain TCP
   std::unique_ptr<PartitionService> partitions;
   // io thread only.
   std::map<uint64_t, std::shared_ptr<Connection>> conns;
@@ -94,6 +95,8 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
   Handshake hs(Handshake::Side::daemon, Identity{"daemon", opts.task, incarnation}, opts.token, *nonce,
                opts.max_message_bytes);
   ConnectionOptions co;
+  co.tls = tls_server;
+  co.tls_server = true;
   co.max_message_bytes = opts.max_message_bytes;
   co.heartbeat_ms = opts.heartbeat_ms;
   co.idle_timeout_ms = opts.idle_timeout_ms;
@@ -313,11 +316,17 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
     if (self->partitions) self->partitions->deliver(m);
   });
   impl->peers->set_log([self](const std::string& line) { self->log(line); });
-  // Dials to peer daemons beat and time out like this daemon's own connections.
   {
-    ConnectionOptions dial = client_connection_options();
+    TlsFiles files{opts.tls_cert, opts.tls_key, opts.tls_ca};
+    if (files.empty()) files = tls_files_from_env();
+    std::string where_flags = opts.tls_cert.empty() && opts.tls_key.empty() && opts.tls_ca.empty()
+                                  ? "ACTORFLOW_TLS_CERT/KEY/CA" : "--tls_cert/--tls_key/--tls_ca";
+    AF_ASSIGN_OR_RETURN(impl->tls_server, make_tls_context(files, true, where_flags));
+    ConnectionOptions dial;
+    // Dials to peer daemons beat and time out like this daemon's own connections.
     dial.heartbeat_ms = opts.heartbeat_ms;
     dial.idle_timeout_ms = opts.idle_timeout_ms;
+    AF_ASSIGN_OR_RETURN(dial.tls, make_tls_context(files, false, where_flags));
     impl->peers->set_connection_options(dial);
   }
   impl->partitions = std::make_unique<PartitionService>(where, *impl->peers);
@@ -326,6 +335,7 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   Impl* raw = impl.get();
   impl->io_thread = std::thread([raw] { raw->io.run(); });
   raw->log("listening on " + raw->address + (opts.token.empty() ? " (insecure: no cluster token)" : "") +
+           (raw->tls_server ? " with TLS" : "") +
            ", incarnation " + std::to_string(raw->incarnation));
   return std::unique_ptr<NodeDaemon>(new NodeDaemon(std::move(impl)));
 }

@@ -21,6 +21,9 @@ void PeerTable::close_all() {
 
 Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline) {
   if (address == self_ || !(self_ < address)) return Status::OK();
+  // One dial at a time: two registrations racing to dial one peer would leave the peer
+  // holding the connection this side dropped, and its edges would go nowhere.
+  std::lock_guard<std::mutex> dialing(dial_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = dialed_.find(address);
@@ -70,14 +73,10 @@ Status PeerTable::send(const std::string& address, Message m) {
     auto a = accepted_.find(address);
     if (!dialed && a != accepted_.end()) conn = a->second.lock();
   }
-  if (dialed) {
-    dialed->post(std::move(m));
-    return Status::OK();
-  }
-  if (conn) {
-    conn->send(std::move(m));
-    return Status::OK();
-  }
+  // An edge over the peer's --max_message_bytes fails its _Send (and so the step, with
+  // the reason) instead of vanishing.
+  if (dialed) return dialed->post(std::move(m));
+  if (conn) return conn->send_checked(m);
   return Status(Code::unavailable, "no connection from " + self_ + " to the peer daemon at " + address);
 }
 

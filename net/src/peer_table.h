@@ -45,6 +45,7 @@ class PeerTable {
   std::string self_;
   std::string token_;
   ConnectionOptions dial_options_;
+  std::mutex dial_mu_;
   std::function<void(Message&&)> on_message_;
   std::function<void(const std::string&)> log_;
   std::mutex mu_;

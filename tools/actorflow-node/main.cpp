@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   app.add_option("--num_ps", cluster.launcher.num_ps, "Slurm / Open MPI: how many of the first ranks are ps tasks")->capture_default_str();
   app.add_option("--mpi_hosts", cluster.launcher.mpi_hosts, "Open MPI: the hosts, e.g. n[1-4]");
   app.add_option("--token_file", opts.token_file, "file holding the cluster token (else ACTORFLOW_TOKEN, ACTORFLOW_TOKEN_FILE)");
+  app.add_option("--tls_cert", opts.tls_cert, "TLS: this daemon's certificate (PEM; else ACTORFLOW_TLS_CERT)");
+  app.add_option("--tls_key", opts.tls_key, "TLS: its private key (PEM; else ACTORFLOW_TLS_KEY)");
+  app.add_option("--tls_ca", opts.tls_ca, "TLS: the cluster's CA, which must have signed every peer's certificate (else ACTORFLOW_TLS_CA)");
   app.add_flag("--insecure", opts.insecure, "no cluster token; listen on loopback only (tests on one machine)");
   app.add_option("--max_message_bytes", opts.max_message_bytes, "largest frame accepted from an authenticated peer")
       ->capture_default_str();

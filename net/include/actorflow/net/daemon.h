@@ -27,6 +27,10 @@ struct DaemonOptions {
   std::string token_file;
   // No token needed: listens on loopback only (for tests on one machine).
   bool insecure = false;
+  // TLS under the token handshake (--tls_cert/--tls_key/--tls_ca; empty: the
+  // ACTORFLOW_TLS_CERT/KEY/CA variables; none of them: plain TCP). Every peer must present
+  // a certificate signed by the CA, and clients verify the daemon's the same way.
+  std::string tls_cert, tls_key, tls_ca;
   // The largest frame accepted after authentication (--max_message_bytes).
   uint64_t max_message_bytes = uint64_t{2} << 30;
   // Threads running steps; steps beyond this wait in a queue.
