@@ -283,7 +283,7 @@ bench::Prepared latency(const bench::Params& p) {
                           return median(t);
                         }});
   auto echo = std::make_shared<Echo>();
-  prep.sides.push_back({"asio echo",
+  prep.sides.push_back({"asio-echo",
                         "blocking Asio client, server thread in this process, 128 B each way, TCP_NODELAY; median of " +
                             std::to_string(reps),
                         [echo, reps] {
