@@ -263,13 +263,16 @@ TEST_CASE("Saver keeps the last max_to_keep checkpoints, also across Saver insta
   REQUIRE(sess.run_init().ok());
   {
     af::Saver saver(m.g, {}, 3);
-    // A temp file a killed save left behind is cleaned up by the next save.
+    // A temp file a killed save left behind is cleaned up by the next save, and so is a
+    // whole checkpoint that was renamed into place but never named by the index.
     write_file(dir / "model.ckpt-99.safetensors.tmp", "partial");
+    write_file(dir / "model.ckpt-5.safetensors", "whole but unindexed");
     for (int64_t step = 10; step <= 60; step += 10) {
       set_var(sess, m.step, af::Tensor::scalar<int64_t>(step));
       REQUIRE(saver.save(sess, dir.str(), step).ok());
     }
     CHECK_FALSE(fs::exists(dir / "model.ckpt-99.safetensors.tmp"));
+    CHECK_FALSE(fs::exists(dir / "model.ckpt-5.safetensors"));
     CHECK_FALSE(fs::exists(dir / "checkpoint.tmp"));
   }
   for (int step : {10, 20, 30}) CHECK_FALSE(fs::exists(dir / ("model.ckpt-" + std::to_string(step) + ".safetensors")));

@@ -72,6 +72,20 @@ af::Status wait_for(const std::string& what, Clock::time_point deadline, const s
 
 // The chief's last words: test evaluation, the final checkpoint and summary, and the
 // Shutdown that lets every serving task (ps, and the workers of in-graph replication) exit 0.
+// How long training runs: --epoch_number epochs of the whole data (or --max_steps), when
+// one global step consumes `examples_per_step` examples.
+struct Schedule {
+  int64_t steps_per_epoch = 1;
+  int64_t target = 0;  // the global step that ends training
+};
+Schedule schedule(const Flags& f, int64_t n_train, int64_t examples_per_step) {
+  Schedule s;
+  s.steps_per_epoch = std::max<int64_t>(1, (n_train + examples_per_step - 1) / examples_per_step);
+  s.target = int64_t{f.epoch_number} * s.steps_per_epoch;
+  if (f.max_steps > 0) s.target = std::min(s.target, f.max_steps);
+  return s;
+}
+
 int64_t model_bytes(const af::Graph& g) {
   int64_t n = 0;
   for (int id : g.collection("trainable_variables")) {
@@ -109,11 +123,8 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
                                           af::optim::Optimizer* optimizer) {
   const bool sync = f.sync_mode == "sync", ssp = f.sync_mode == "ssp";
   const int replicas = sync ? (f.replicas_to_aggregate > 0 ? f.replicas_to_aggregate : task.num_workers - f.backup_workers) : 1;
-  const int64_t n_train = data.x_train.dim(0);
   const int64_t examples_per_step = int64_t{f.batch_size} * replicas;
-  const int64_t steps_per_epoch = std::max<int64_t>(1, (n_train + examples_per_step - 1) / examples_per_step);
-  int64_t target = int64_t{f.epoch_number} * steps_per_epoch;
-  if (f.max_steps > 0) target = std::min(target, f.max_steps);
+  const auto [steps_per_epoch, target] = schedule(f, data.x_train.dim(0), examples_per_step);
 
   // The graph: the same on every task, but for this worker's index in the sync and clock ops.
   af::Output step = af::train::global_step(g);
@@ -336,9 +347,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   const int towers_n = static_cast<int>(task.tower_devices.size());
   const int64_t n_train = data.x_train.dim(0);
   const int64_t global_batch = int64_t{f.batch_size} * towers_n;
-  const int64_t steps_per_epoch = std::max<int64_t>(1, (n_train + global_batch - 1) / global_batch);
-  int64_t target = int64_t{f.epoch_number} * steps_per_epoch;
-  if (f.max_steps > 0) target = std::min(target, f.max_steps);
+  const auto [steps_per_epoch, target] = schedule(f, n_train, global_batch);
 
   af::Output step = af::train::global_step(g);
   auto optimizer = make_optimizer(f, g, step, steps_per_epoch);

@@ -122,6 +122,14 @@ Status write_checkpoint(const std::string& dir, int64_t step, const std::vector<
     if (::unlink(join(dir, d).c_str()) != 0 && errno != ENOENT)
       return internal_error("deleting old checkpoint '" + join(dir, d) + "': " + st::errno_text(errno));
   }
+  // A save killed between its rename and its index update left a whole checkpoint that no
+  // index names; nothing restores from it, so it goes once an index is durable again.
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string n = it->path().filename().string();
+    if (n.rfind("model.ckpt-", 0) == 0 && ends_with(n, ".safetensors") &&
+        std::find(state.all.begin(), state.all.end(), n) == state.all.end())
+      ::unlink(it->path().c_str());
+  }
   if (saved_path) *saved_path = path;
   return Status::OK();
 }
