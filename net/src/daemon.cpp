@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <condition_variable>
 #include <future>
 #include <iostream>
@@ -272,7 +273,11 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
     auto mu = std::make_shared<std::mutex>();
     options.log = [mu, task = options.task](const std::string& line) {
       std::lock_guard<std::mutex> lock(*mu);
-      std::cerr << "[actorflow-node " << task << "] " << line << std::endl;
+      // One write per line: a program sharing the descriptor (a training task printing
+      // its RESULT line) must not find its own lines cut in two.
+      std::string whole = "[actorflow-node " + task + "] " + line + "\n";
+      std::fwrite(whole.data(), 1, whole.size(), stderr);
+      std::fflush(stderr);
     };
   }
   if (options.token.empty()) {

@@ -207,6 +207,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
                   sample_name.c_str(), task->self.c_str(), static_cast<long long>(r->steps), r->seconds,
                   r->examples_per_second, r->first_loss, r->last_loss, r->wire_bytes_per_step,
                   static_cast<long long>(r->model_bytes));
+      std::fflush(stdout);  // whole, before the daemon's last log lines
       return 0;
     }
     std::printf("RESULT sample=%s model=%s role=chief replication=%s sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
@@ -215,6 +216,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
                 sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
                 r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
                 r->first_loss, r->last_loss, r->wire_bytes_per_step, static_cast<long long>(r->model_bytes));
+    std::fflush(stdout);
     return 0;
   }
   std::string export_dir = f.saved_model_path + "/" + std::to_string(f.model_version);
