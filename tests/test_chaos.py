@@ -28,14 +28,8 @@ import sys
 import tempfile
 import time
 
-FAILURES = []
-
-
-def check(cond, message):
-    if not cond:
-        FAILURES.append(message)
-        print(f"FAIL: {message}", flush=True)
-    return cond
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from process_checks import FAILURES, check  # noqa: E402
 
 
 def load(script):

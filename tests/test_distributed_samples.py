@@ -35,46 +35,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-FAILURES = []
-
-
-def check(cond, message):
-    if not cond:
-        FAILURES.append(message)
-        print(f"FAIL: {message}", flush=True)
-    return cond
-
-
-def free_ports(n):
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
-
-
-def leftovers(marker):
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
-            pass
-    return found
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from process_checks import FAILURES, check, free_ports, leftovers  # noqa: E402
 
 
 class Cluster:

@@ -29,53 +29,10 @@ import tempfile
 import time
 
 SKIP = 77
-FAILURES = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from process_checks import FAILURES, alive, check, fail, kill_leftovers, leftovers  # noqa: E402
+
 PREFIX = re.compile(rb"^\[(ps|worker)(\d+)\] ")
-
-
-def fail(message):
-    FAILURES.append(message)
-    print(f"FAIL: {message}", flush=True)
-
-
-def check(condition, message):
-    if not condition:
-        fail(message)
-    return condition
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
-def leftovers(marker):
-    """pids of processes whose command line names marker (not this test's own)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
-def kill_leftovers(marker):
-    pids = leftovers(marker)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return pids
 
 
 def check_none_left(marker, what, within=5.0):
