@@ -8,6 +8,8 @@ PKGS=(
   dataset-fashion-mnist python3-sklearn
   python3 python3-venv
   iperf3  # bench/run wire_throughput_*: the loopback TCP peer
+  openssl  # tests/test_net_tls.cpp makes its certificates with the openssl command
+  iproute2  # tests/test_net_link_cut.cpp: ip netns and a veth pair (as root)
 )
 missing=()
 for p in "${PKGS[@]}"; do
