@@ -198,6 +198,11 @@ class ClusterSession final : public SessionImpl {
         if (!r.ok()) {
           if (lost.ok()) lost = s;
           forget(*kind);
+        } else if (s.code() == Code::unavailable) {
+          // A daemon answered that it cannot reach a peer daemon (their connection was
+          // lost, e.g. one of them restarted): registering the kind afresh makes the
+          // daemons dial each other again.
+          forget(*kind);
         }
       }
       // The first failure ends the step everywhere: partitions waiting for its edges
