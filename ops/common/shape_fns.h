@@ -6,6 +6,9 @@ namespace actorflow::shape_fns {
 
 // Output 0 = input 0 (dtype and shape).
 Status unchanged(ShapeContext& c);
+// MatMul's output from inputs 0 and 1 and the transpose_a/transpose_b attributes: the
+// product of the last two dims with numpy-broadcast batch dims (ops/defs/matmul_ops.cpp).
+Status matmul_shape(ShapeContext& c);
 // Output 0: the numpy broadcast of inputs 0 and 1, which must share a dtype. The result
 // dtype is `out` (DType::invalid: the inputs' dtype).
 Status broadcast_binary(ShapeContext& c, DType out = DType::invalid);

@@ -14,7 +14,9 @@ std::string flags_note(bool ta, bool tb) {
   return s + ")";
 }
 
-Status matmul_shape(ShapeContext& c) {
+}  // namespace
+
+Status shape_fns::matmul_shape(ShapeContext& c) {
   const bool ta = c.node().attr_bool("transpose_a");
   const bool tb = c.node().attr_bool("transpose_b");
   DType t = c.input_dtype(0);
@@ -54,13 +56,11 @@ Status matmul_shape(ShapeContext& c) {
   return Status::OK();
 }
 
-}  // namespace
-
 AF_REGISTER_OP("MatMul")
     .inputs(2)
     .attr("transpose_a", false)
     .attr("transpose_b", false)
     .expensive()
-    .shape_fn(matmul_shape);
+    .shape_fn(shape_fns::matmul_shape);
 
 }  // namespace actorflow
