@@ -292,7 +292,7 @@ def case_bad_options(launcher):
             (["--workers=two", prog], "--workers expects a whole number, not 'two'"),
             (["--timeout", "0", prog], "--timeout 0 must be more than 0 seconds"),
             (["--grace", "soon", prog], "--grace expects a number of seconds, not 'soon'"),
-            (["--host", "10.1.2.3", prog], "--host 10.1.2.3 is not a loopback address"),
+            (["--host", "0.0.0.0", prog], "--host 0.0.0.0 is not a loopback address"),
             (["--host", "localhost", prog], "--host 'localhost' is not an IP address"),
             (["--bogus", prog], "unknown option '--bogus'"),
             (["--ps"], "--ps needs a value"),
