@@ -18,21 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Rows first, first + stride, ... of a numeric tensor.
-af::Tensor strided_rows(const af::Tensor& t, int64_t first, int64_t stride) {
-  int64_t n = t.dim(0);
-  int64_t rows = first < n ? (n - first + stride - 1) / stride : 0;
-  std::vector<int64_t> dims = t.shape().dims();
-  dims[0] = rows;
-  af::Tensor out(t.dtype(), af::Shape(dims));
-  size_t row_bytes = static_cast<size_t>(n ? t.num_elements() / n : 0) * af::dtype_size(t.dtype());
-  const char* src = static_cast<const char*>(t.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(dst + static_cast<size_t>(r) * row_bytes, src + static_cast<size_t>(first + r * stride) * row_bytes, row_bytes);
-  return out;
-}
-
 // Rows `order[b..e)` of t.
 af::Tensor gather_rows(const af::Tensor& t, const std::vector<int64_t>& order, size_t b, size_t e) {
   std::vector<int64_t> dims = t.shape().dims();
@@ -220,8 +205,10 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   }
 
   // This worker's shard: every num_workers-th record.
-  af::Tensor xs = strided_rows(data.x_train, task.worker, task.num_workers);
-  af::Tensor ys = strided_rows(data.y_train, task.worker, task.num_workers);
+  std::vector<int64_t> mine;
+  for (int64_t r = task.worker; r < data.x_train.dim(0); r += task.num_workers) mine.push_back(r);
+  af::Tensor xs = gather_rows(data.x_train, mine, 0, mine.size());
+  af::Tensor ys = gather_rows(data.y_train, mine, 0, mine.size());
   const int64_t shard = xs.dim(0);
   if (shard == 0) return af::invalid_argument(task.describe() + " has no training records in its shard");
   std::vector<int64_t> order(static_cast<size_t>(shard));
