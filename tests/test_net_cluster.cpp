@@ -20,13 +20,9 @@ namespace {
 
 const char* kToken = "cluster-test-token";
 
-struct ThreeDaemons {
-  DaemonProcess d0{kToken}, d1{kToken}, d2{kToken};
-  bool started() { return d0.started() && d1.started() && d2.started(); }
-  std::string logs() { return d0.log() + d1.log() + d2.log(); }
-  std::string target() {
-    return "/job:worker/task:0=" + d0.target() + ",/job:worker/task:1=" + d1.target() + ",/job:ps/task:0=" + d2.target();
-  }
+// The cluster of these tests, with their token.
+struct ThreeDaemons : aftnet::ThreeDaemons {
+  explicit ThreeDaemons(std::vector<std::string> extra = {}) : aftnet::ThreeDaemons(kToken, std::move(extra)) {}
 };
 
 }  // namespace

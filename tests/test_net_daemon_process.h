@@ -58,4 +58,16 @@ struct ScopedEnv {
   bool had_ = false;
 };
 
+// Three daemons started with the same flags, named as tasks worker 0, worker 1 and ps 0.
+struct ThreeDaemons {
+  explicit ThreeDaemons(const std::string& token, std::vector<std::string> extra = {})
+      : d0(token, 0, extra), d1(token, 0, extra), d2(token, 0, extra) {}
+  DaemonProcess d0, d1, d2;
+  bool started() { return d0.started() && d1.started() && d2.started(); }
+  std::string logs() { return d0.log() + d1.log() + d2.log(); }
+  std::string target() {
+    return "/job:worker/task:0=" + d0.target() + ",/job:worker/task:1=" + d1.target() + ",/job:ps/task:0=" + d2.target();
+  }
+};
+
 }  // namespace aftnet

@@ -30,15 +30,9 @@ namespace {
 
 const char* kToken = "scale-test-token";
 
-struct ThreeDaemons {
-  explicit ThreeDaemons(std::vector<std::string> extra = {})
-      : d0(kToken, 0, extra), d1(kToken, 0, extra), d2(kToken, 0, extra) {}
-  DaemonProcess d0, d1, d2;
-  bool started() { return d0.started() && d1.started() && d2.started(); }
-  std::string logs() { return d0.log() + d1.log() + d2.log(); }
-  std::string target() {
-    return "/job:worker/task:0=" + d0.target() + ",/job:worker/task:1=" + d1.target() + ",/job:ps/task:0=" + d2.target();
-  }
+// The cluster of these tests, with their token.
+struct ThreeDaemons : aftnet::ThreeDaemons {
+  explicit ThreeDaemons(std::vector<std::string> extra = {}) : aftnet::ThreeDaemons(kToken, std::move(extra)) {}
 };
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
