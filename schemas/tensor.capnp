@@ -24,6 +24,10 @@ struct TensorProto {
   shape @1 :TensorShape;
   data @2 :Data;            # numeric and bool dtypes
   strings @3 :List(Text);   # string dtype
+  # Not 0: the data (this many bytes) travels beside the message rather than in `data`
+  # (a daemon frame's payload, net/src/frame.h), so it is written from and read into the
+  # tensor's own buffer. Never set in files.
+  besideBytes @4 :UInt64;
 }
 
 struct StatusProto {

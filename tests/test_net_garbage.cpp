@@ -62,7 +62,10 @@ struct Socket {
       std::optional<an::RawFrame> f;
       auto used = reader.consume(buf, static_cast<size_t>(n), &f);
       if (!used.ok()) return used.status();
-      if (f) return an::decode_message(*f, 1 << 20);
+      if (f) {
+        std::vector<an::PayloadTarget> payload;
+        return an::decode_message(*f, 1 << 20, &payload);
+      }
     }
   }
   // True when the daemon closes its end within the receive timeout.
@@ -80,7 +83,7 @@ struct Socket {
 // A genuine client handshake over a plain socket; true when the daemon welcomed us.
 bool authenticate(Socket& s, const std::string& token) {
   an::Handshake hs(an::Handshake::Side::client, {"client", "garbage", 1}, token, *an::random_nonce());
-  if (!s.write_all(an::encode_message(hs.hello()))) return false;
+  if (!s.write_all(an::encode_message(hs.hello()).bytes())) return false;
   an::FrameReader reader;
   for (int i = 0; i < 4 && !hs.done(); ++i) {
     auto m = s.read_message(reader);
@@ -88,7 +91,7 @@ bool authenticate(Socket& s, const std::string& token) {
     auto replies = hs.on_message(*m);
     if (!replies.ok()) return false;
     for (auto& r : *replies)
-      if (!s.write_all(an::encode_message(r))) return false;
+      if (!s.write_all(an::encode_message(r).bytes())) return false;
   }
   return hs.done();
 }
@@ -113,7 +116,7 @@ TEST_CASE("1,000 garbage, truncated and oversized frames: the daemon survives, o
   REQUIRE_MESSAGE(sess.ok(), sess.status().to_string());
 
   std::mt19937_64 rng(777);
-  std::string hello = an::encode_message(an::HelloMsg{an::kProtoVersion, "client", "x", 1, std::string(32, 'n')});
+  std::string hello = an::encode_message(an::HelloMsg{an::kProtoVersion, "client", "x", 1, std::string(32, 'n')}).bytes();
   int closed_checked = 0, closed_seen = 0, authed = 0;
   for (int i = 0; i < 1000; ++i) {
     Socket s(d.port());
@@ -130,13 +133,13 @@ TEST_CASE("1,000 garbage, truncated and oversized frames: the daemon survives, o
         bytes.assign(hdr, sizeof hdr);
         break;
       }
-      case 3: bytes = an::encode_frame(1 + rng() % 9, 0, random_bytes(rng, 8 * (1 + rng() % 40))); break;
+      case 3: bytes = an::encode_frame(1 + rng() % 9, random_bytes(rng, 8 * (1 + rng() % 40))); break;
       case 4: {  // a Hello with a broken CRC
         bytes = hello;
         bytes[an::kFrameHeaderBytes + rng() % (bytes.size() - an::kFrameHeaderBytes)] ^= 0x5a;
         break;
       }
-      case 5: bytes = an::encode_message(an::RunStepMsg{1, 1, {}, {"x:0"}, {}, 0}); break;  // no handshake at all
+      case 5: bytes = an::encode_message(an::RunStepMsg{1, 1, {}, {"x:0"}, {}, 0}).bytes(); break;  // no handshake at all
       case 6: {  // a wrong token
         CHECK_FALSE(authenticate(s, "not-the-token"));
         break;
@@ -146,7 +149,7 @@ TEST_CASE("1,000 garbage, truncated and oversized frames: the daemon survives, o
         ++authed;
         switch (rng() % 3) {
           case 0: bytes = random_bytes(rng, 1 + rng() % 200); break;
-          case 1: bytes = an::encode_frame(6, 0, random_bytes(rng, 8 * (1 + rng() % 64))); break;
+          case 1: bytes = an::encode_frame(6, random_bytes(rng, 8 * (1 + rng() % 64))); break;
           default: {
             char hdr[an::kFrameHeaderBytes];
             an::write_frame_header({6, 0, (1u << 20) + 8, 0}, hdr);
@@ -189,7 +192,7 @@ TEST_CASE("a client that falls silent is dropped after --idle_timeout_ms and its
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {-1}, "x");
   (void)(x * 2.0);
-  REQUIRE(s.write_all(an::encode_message(an::RegisterGraphMsg{1, g.serialize(), 0})));
+  REQUIRE(s.write_all(an::encode_message(an::RegisterGraphMsg{1, g.serialize(), 0}).bytes()));
   an::FrameReader reader(1 << 20);
   af::Result<an::Message> reply = af::internal_error("none");
   for (int i = 0; i < 5; ++i) {  // heartbeats may come first

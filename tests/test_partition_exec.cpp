@@ -113,6 +113,11 @@ TEST_CASE("50 random DAGs partitioned over 3 in-process executors equal the loca
 }
 
 TEST_CASE("a _Send holds one of edge_capacity credits until the far side takes its tensor") {
+  auto text = [](const char* s) {
+    af::TensorMessage m;
+    m.tensor = af::Tensor::scalar(std::string(s));
+    return m;
+  };
   auto loop = std::make_shared<rt::LoopbackEdges>();
   auto a = std::make_shared<rt::EdgeRendezvous>("/job:a/task:0/cpu:0", loop, 2);
   auto b = std::make_shared<rt::EdgeRendezvous>("/job:b/task:0/cpu:0", loop, 2);
@@ -123,18 +128,18 @@ TEST_CASE("a _Send holds one of edge_capacity credits until the far side takes i
     a->when_credit(step, 7, [&](af::Status s) { granted += s.ok() ? 1 : 0; });
   CHECK(granted == 2);  // the third waits
   for (int step = 0; step < 2; ++step)
-    REQUIRE(loop->send_edge(b->location(), step, 7, std::make_shared<const std::string>("x")).ok());
+    REQUIRE(loop->send_edge(b->location(), step, 7, text("x")).ok());
   std::string seen;
-  b->when_edge(0, 7, a->location(), [&](af::Result<rt::EdgeBytes> r) { seen = r.ok() ? **r : "error"; });
+  b->when_edge(0, 7, a->location(), [&](af::Result<rt::EdgeValue> r) { seen = r.ok() ? r->tensor.item<std::string>() : "error"; });
   CHECK(seen == "x");
   CHECK(granted == 3);  // taking step 0's tensor returned its credit
   // A step aborted while waiting fails its waiter with the reason.
   std::string why;
-  b->when_edge(5, 7, a->location(), [&](af::Result<rt::EdgeBytes> r) { why = r.ok() ? "ok" : r.status().message(); });
+  b->when_edge(5, 7, a->location(), [&](af::Result<rt::EdgeValue> r) { why = r.ok() ? "ok" : r.status().message(); });
   CHECK(why.empty());
   b->abort_step(5, af::deadline_exceeded("too late"));
   CHECK(why == "too late");
-  CHECK_FALSE(loop->send_edge("/job:c/task:0/cpu:0", 0, 1, std::make_shared<const std::string>("x")).ok());
+  CHECK_FALSE(loop->send_edge("/job:c/task:0/cpu:0", 0, 1, text("x")).ok());
 
   // Tensors of an aborted step give their credits back, arrived or late: a failed step
   // must not shrink the edge for good.
@@ -142,10 +147,10 @@ TEST_CASE("a _Send holds one of edge_capacity credits until the far side takes i
   int granted9 = 0;
   for (int step = 10; step < 12; ++step) a->when_credit(step, 9, [&](af::Status s) { granted9 += s.ok() ? 1 : 0; });
   REQUIRE(granted9 == 2);
-  REQUIRE(loop->send_edge(b->location(), 10, 9, std::make_shared<const std::string>("early")).ok());
+  REQUIRE(loop->send_edge(b->location(), 10, 9, text("early")).ok());
   b->abort_step(10, af::cancelled("failed elsewhere"));  // an arrived tensor
   b->abort_step(11, af::cancelled("failed elsewhere"));
-  REQUIRE(loop->send_edge(b->location(), 11, 9, std::make_shared<const std::string>("late")).ok());  // a late one
+  REQUIRE(loop->send_edge(b->location(), 11, 9, text("late")).ok());  // a late one
   for (int step = 12; step < 14; ++step) a->when_credit(step, 9, [&](af::Status s) { granted9 += s.ok() ? 1 : 0; });
   CHECK(granted9 == 4);
 }

@@ -20,7 +20,7 @@ void EdgeRendezvous::expect_edge(int64_t edge, const std::string& from_location)
   sources_[edge] = from_location;
 }
 
-void EdgeRendezvous::on_edge(int64_t step, int64_t edge, EdgeBytes bytes) {
+void EdgeRendezvous::on_edge(int64_t step, int64_t edge, EdgeValue value) {
   EdgeCallback cb;
   std::string from;
   {
@@ -32,7 +32,7 @@ void EdgeRendezvous::on_edge(int64_t step, int64_t edge, EdgeBytes bytes) {
       from = std::move(w->second.from);
       edge_waits_.erase(w);
     } else if (!aborted_.count(step) && closed_.ok()) {
-      arrived_[key] = std::move(bytes);
+      arrived_[key] = std::move(value);
       return;
     } else {
       // Nobody will take it (the step was aborted here): the credit goes back at once.
@@ -41,7 +41,7 @@ void EdgeRendezvous::on_edge(int64_t step, int64_t edge, EdgeBytes bytes) {
       from = src->second;
     }
   }
-  if (cb) cb(std::move(bytes));
+  if (cb) cb(std::move(value));
   give_back_credit(from, edge);
 }
 
@@ -81,7 +81,7 @@ void EdgeRendezvous::when_credit(int64_t step, int64_t edge, CreditCallback cb) 
 }
 
 void EdgeRendezvous::when_edge(int64_t step, int64_t edge, const std::string& from_location, EdgeCallback cb) {
-  Result<EdgeBytes> got = Status(Code::internal, "unset");
+  Result<EdgeValue> got = Status(Code::internal, "unset");
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto ab = aborted_.find(step);
@@ -189,10 +189,11 @@ std::shared_ptr<EdgeRendezvous> LoopbackEdges::find(const std::string& location)
   return it == by_location_.end() ? nullptr : it->second.lock();
 }
 
-Status LoopbackEdges::send_edge(const std::string& to_location, int64_t step, int64_t edge, EdgeBytes bytes) {
+Status LoopbackEdges::send_edge(const std::string& to_location, int64_t step, int64_t edge, EdgeValue value) {
   auto r = find(to_location);
   if (!r) return Status(Code::unavailable, "no partition at " + to_location + " to send edge " + std::to_string(edge) + " to");
-  r->on_edge(step, edge, std::move(bytes));
+  AF_ASSIGN_OR_RETURN(EdgeValue crossed, decode_tensor_message(encode_tensor_message(value)));
+  r->on_edge(step, edge, std::move(crossed));
   return Status::OK();
 }
 

@@ -45,8 +45,7 @@ class SendKernel final : public AsyncOpKernel {
         m.edge = static_cast<uint32_t>(a_.edge);
         m.producer = a_.tensor_name;
         m.tensor = t;
-        auto bytes = std::make_shared<const std::string>(encode_tensor_message(m));
-        s = r->transport().send_edge(a_.recv_task, step, a_.edge, std::move(bytes));
+        s = r->transport().send_edge(a_.recv_task, step, a_.edge, std::move(m));
       }
       if (!s.ok()) c->fail(s.with_context("sending " + a_.tensor_name + " to " + a_.recv_task));
       done();
@@ -65,15 +64,10 @@ class RecvKernel final : public AsyncOpKernel {
     auto r = a_.find(ctx);
     if (!r) return done();
     OpKernelContext* c = &ctx;
-    r->when_edge(ctx.step_id(), a_.edge, a_.send_task, [this, c, done](Result<EdgeBytes> got) {
-      if (!got.ok()) {
-        c->fail(got.status().with_context("receiving " + a_.tensor_name + " from " + a_.send_task));
-        return done();
-      }
-      auto m = decode_tensor_message(std::string(**got));
-      if (!m.ok()) c->fail(m.status().with_context("decoding " + a_.tensor_name + " from " + a_.send_task));
-      else if (!m->status.ok()) c->fail(m->status);
-      else c->set_output(0, std::move(m->tensor));
+    r->when_edge(ctx.step_id(), a_.edge, a_.send_task, [this, c, done](Result<EdgeValue> got) {
+      if (!got.ok()) c->fail(got.status().with_context("receiving " + a_.tensor_name + " from " + a_.send_task));
+      else if (!got->status.ok()) c->fail(got->status);
+      else c->set_output(0, std::move(got->tensor));
       done();
     });
   }

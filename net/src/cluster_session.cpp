@@ -130,7 +130,7 @@ class ClusterSession final : public SessionImpl {
       tm.step_id = static_cast<int64_t>(step);
       tm.producer = out.name();
       tm.tensor = value;
-      msgs[it->second].feeds.emplace_back(out.name(), encode_tensor_message(tm));
+      msgs[it->second].feeds.emplace_back(out.name(), std::move(tm));
     }
     std::map<std::string, Status> start_failed;
     for (auto& [loc, m] : msgs) {
@@ -224,9 +224,9 @@ class ClusterSession final : public SessionImpl {
       if (k == SIZE_MAX) continue;
       auto& fetched = done[loc].fetched;
       if (k >= fetched.size()) return data_loss("the daemon of " + loc + " answered too few tensors");
-      auto t = decode_tensor_message(std::move(fetched[k]));
-      if (!t.ok()) return t.status().with_context("a tensor fetched from " + loc);
-      out[i] = std::move(t->tensor);
+      TensorMessage& t = fetched[k];
+      if (!t.status.ok()) return t.status.with_context("a tensor fetched from " + loc);
+      out[i] = std::move(t.tensor);
     }
     return out;
   }

@@ -8,6 +8,8 @@ namespace actorflow::net {
 namespace {
 
 constexpr size_t kReadChunk = 256 * 1024;
+// A payload window at least this large is read into directly, skipping the read buffer.
+constexpr size_t kDirectReadMin = 16 * 1024;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -60,18 +62,20 @@ void Connection::begin() {
 void Connection::send(Message m) { (void)send_checked(m); }
 
 Status Connection::send_checked(const Message& m) {
-  // Encoding happens on the caller's thread: a large tensor does not hold the io thread.
-  auto bytes = std::make_shared<std::string>(encode_message(m));
-  uint64_t body = bytes->size() - kFrameHeaderBytes;
+  // Encoding happens on the caller's thread: a large body does not hold the io thread
+  // (a large tensor is not copied at all: it goes into the payload).
+  auto frame = std::make_shared<OutFrame>(encode_message(m));
+  size_t head = kFrameHeaderBytes + (frame->payload.empty() ? 0 : kPayloadLengthBytes);
+  uint64_t total = frame->head.size() - head + frame->payload_bytes();
   uint64_t limit = std::min<uint64_t>(UINT32_MAX - 7, options_.max_message_bytes);
   // Read once the handshake is done (the caller waited for it), and never changed after.
   if (uint64_t peer = handshake_.peer_max_message_bytes(); peer > 0) limit = std::min(limit, peer);
-  if (body > limit)
-    return resource_exhausted(std::string(message_name(m)) + " of " + std::to_string(body) +
+  if (total > limit)
+    return resource_exhausted(std::string(message_name(m)) + " of " + std::to_string(total) +
                               " bytes is over the largest frame " + label_ + " accepts (" + std::to_string(limit) +
                               " bytes; see the daemon's --max_message_bytes)");
-  asio::post(socket_.get_executor(), [self = shared_from_this(), bytes] {
-    if (!self->closed_) self->queue_write(std::move(*bytes));
+  asio::post(socket_.get_executor(), [self = shared_from_this(), frame] {
+    if (!self->closed_) self->queue_write(std::move(*frame));
   });
   return Status::OK();
 }
@@ -103,21 +107,36 @@ void Connection::do_close(Status why) {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
   writes_.clear();
+  pending_.reset();
   if (handlers_.on_closed) handlers_.on_closed(why);
 }
 
 void Connection::read_more() {
   if (closed_) return;
+  auto on_error = [this](std::error_code ec) {
+    do_close(Status(Code::unavailable, ec == asio::error::eof ? std::string("the peer closed the connection")
+                                                              : "connection lost: " + ec.message()));
+  };
+  if (PayloadTarget w = reader_.payload_window(); w.size >= kDirectReadMin) {
+    auto on_payload = [self = shared_from_this(), on_error](std::error_code ec, size_t n) {
+      if (self->closed_) return;
+      if (ec) return on_error(ec);
+      self->last_rx_ = std::chrono::steady_clock::now();
+      if (Status s = self->reader_.payload_received(n); !s.ok()) return self->do_close(s);
+      if (self->reader_.payload_done())
+        if (Status s = self->on_payload_done(); !s.ok()) return self->do_close(s);
+      self->read_more();
+    };
+    if (tls_) tls_->async_read_some(asio::buffer(w.data, w.size), std::move(on_payload));
+    else socket_.async_read_some(asio::buffer(w.data, w.size), std::move(on_payload));
+    return;
+  }
   // Before authentication, exactly what the reader still wants; after, big reads.
   size_t want = handshake_.done() ? kReadChunk : std::min(reader_.wanted(), kMaxPreAuthFrameBytes);
   if (buffer_.size() < want) buffer_.resize(handshake_.done() ? kReadChunk : kMaxPreAuthFrameBytes);
-  auto on_read = [self = shared_from_this()](std::error_code ec, size_t n) {
+  auto on_read = [self = shared_from_this(), on_error](std::error_code ec, size_t n) {
     if (self->closed_) return;
-    if (ec) {
-      self->do_close(Status(Code::unavailable, ec == asio::error::eof ? std::string("the peer closed the connection")
-                                                                      : "connection lost: " + ec.message()));
-      return;
-    }
+    if (ec) return on_error(ec);
     self->last_rx_ = std::chrono::steady_clock::now();
     if (!self->handshake_.done() && (self->preauth_bytes_ += n) > kMaxPreAuthFrameBytes)
       return self->do_close(resource_exhausted("more than " + std::to_string(kMaxPreAuthFrameBytes) +
@@ -140,23 +159,40 @@ void Connection::on_bytes(size_t n) {
       Status s = on_frame(std::move(*frame));
       if (!s.ok()) return do_close(s);
     }
+    if (reader_.payload_done())
+      if (Status s = on_payload_done(); !s.ok()) return do_close(s);
   }
 }
 
 Status Connection::on_frame(RawFrame&& frame) {
+  std::vector<PayloadTarget> payload;
   if (!handshake_.done()) {
-    AF_ASSIGN_OR_RETURN(Message m, decode_message(frame, kMaxPreAuthFrameBytes));
+    AF_ASSIGN_OR_RETURN(Message m, decode_message(frame, kMaxPreAuthFrameBytes, &payload));
     AF_ASSIGN_OR_RETURN(std::vector<Message> replies, handshake_.on_message(m));
     for (auto& r : replies) queue_write(encode_message(r));
     if (handshake_.done()) {
       handshake_timer_.cancel();
       reader_.set_max_body_bytes(options_.max_message_bytes);
+      reader_.allow_payloads(true);
       arm_heartbeat();
       if (handlers_.on_ready) handlers_.on_ready(handshake_.peer());
     }
     return Status::OK();
   }
-  AF_ASSIGN_OR_RETURN(Message m, decode_message(frame, options_.max_message_bytes + kFrameHeaderBytes));
+  AF_ASSIGN_OR_RETURN(Message m, decode_message(frame, options_.max_message_bytes + kFrameHeaderBytes, &payload));
+  if (frame.payload_bytes == 0) return deliver(std::move(m));
+  pending_ = std::move(m);
+  return reader_.place_payload(std::move(payload));
+}
+
+Status Connection::on_payload_done() {
+  if (!pending_) return internal_error("a payload ended with no frame waiting for it");
+  Message m = std::move(*pending_);
+  pending_.reset();
+  return deliver(std::move(m));
+}
+
+Status Connection::deliver(Message&& m) {
   if (std::holds_alternative<HeartbeatMsg>(m)) return Status::OK();
   if (std::holds_alternative<HelloMsg>(m) || std::holds_alternative<AuthProofMsg>(m) ||
       std::holds_alternative<WelcomeMsg>(m))
@@ -165,8 +201,8 @@ Status Connection::on_frame(RawFrame&& frame) {
   return Status::OK();
 }
 
-void Connection::queue_write(std::string bytes) {
-  writes_.push_back(std::move(bytes));
+void Connection::queue_write(OutFrame frame) {
+  writes_.push_back(std::move(frame));
   if (!writing_) write_next();
 }
 
@@ -183,8 +219,13 @@ void Connection::write_next() {
     self->writes_.pop_front();
     self->write_next();
   };
-  if (tls_) asio::async_write(*tls_, asio::buffer(writes_.front()), std::move(on_written));
-  else asio::async_write(socket_, asio::buffer(writes_.front()), std::move(on_written));
+  const OutFrame& f = writes_.front();
+  std::vector<asio::const_buffer> buffers;
+  buffers.reserve(1 + f.payload.size());
+  buffers.emplace_back(f.head.data(), f.head.size());
+  for (auto& p : f.payload) buffers.emplace_back(p.data, p.size);
+  if (tls_) asio::async_write(*tls_, buffers, std::move(on_written));
+  else asio::async_write(socket_, buffers, std::move(on_written));
 }
 
 void Connection::arm_heartbeat() {

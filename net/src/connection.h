@@ -2,6 +2,10 @@
 // handshake first (handshake.h), then frames in both directions, heartbeats both ways, a
 // queue of gathered writes, and one close() that runs once and says why.
 //
+// A frame's payload (frame.h) is written straight from its tensors' buffers (a gathered
+// write) and read straight into the receiving tensors once it is large enough to be worth
+// a read of its own.
+//
 // Threading: every member runs on the socket's executor (one io thread per io_context
 // here, so no strand is needed); send() and close() may be called from any thread and
 // post themselves there. Handlers are called on that thread and must not block.
@@ -17,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "frame.h"
@@ -77,7 +82,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_more();
   void on_bytes(size_t n);
   Status on_frame(RawFrame&& frame);
-  void queue_write(std::string bytes);
+  Status deliver(Message&& m);
+  Status on_payload_done();
+  void queue_write(OutFrame frame);
   void write_next();
   void arm_heartbeat();
 
@@ -89,7 +96,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Handlers handlers_;
   FrameReader reader_;
   std::vector<char> buffer_;
-  std::deque<std::string> writes_;
+  std::optional<Message> pending_;  // its payload is still arriving
+  std::deque<OutFrame> writes_;
   bool writing_ = false;
   bool closed_ = false;
   bool closing_ = false;

@@ -40,11 +40,17 @@ void write_frame_header(const FrameHeader& h, char out[kFrameHeaderBytes]) {
   put_u32(out + 12, h.crc);
 }
 
-std::string encode_frame(uint16_t type, uint16_t flags, std::string_view body) {
+std::string encode_frame(uint16_t type, std::string_view body, uint64_t payload_bytes) {
+  uint16_t flags = payload_bytes ? kFramePayload : 0;
   FrameHeader h{type, flags, static_cast<uint32_t>(body.size()), crc32c(body.data(), body.size())};
-  std::string out(kFrameHeaderBytes + body.size(), '\0');
+  size_t head = kFrameHeaderBytes + (payload_bytes ? kPayloadLengthBytes : 0);
+  std::string out(head + body.size(), '\0');
   write_frame_header(h, out.data());
-  if (!body.empty()) std::memcpy(out.data() + kFrameHeaderBytes, body.data(), body.size());
+  if (payload_bytes) {
+    put_u32(out.data() + kFrameHeaderBytes, static_cast<uint32_t>(payload_bytes));
+    put_u32(out.data() + kFrameHeaderBytes + 4, static_cast<uint32_t>(payload_bytes >> 32));
+  }
+  if (!body.empty()) std::memcpy(out.data() + head, body.data(), body.size());
   return out;
 }
 
@@ -59,6 +65,9 @@ Status FrameReader::check_header() {
   hdr_.flags = get_u16(header_ + 6);
   hdr_.length = get_u32(header_ + 8);
   hdr_.crc = get_u32(header_ + 12);
+  if (hdr_.flags & ~kFramePayload) return data_loss("frame header has unknown flags " + std::to_string(hdr_.flags));
+  if ((hdr_.flags & kFramePayload) && !payloads_allowed_)
+    return data_loss("a frame with a payload before the connection is authenticated");
   if (hdr_.length > max_body_)
     return resource_exhausted("frame of " + std::to_string(hdr_.length) + " bytes is over the limit of " +
                               std::to_string(max_body_) + " bytes");
@@ -68,21 +77,99 @@ Status FrameReader::check_header() {
 }
 
 size_t FrameReader::wanted() const {
-  if (!in_body_) return kFrameHeaderBytes - header_have_;
+  if (in_payload_) return targets_.empty() ? 0 : targets_[target_].size - target_have_;
+  if (!in_body_) return (header_have_ < kFrameHeaderBytes ? kFrameHeaderBytes : header_size()) - header_have_;
   return hdr_.length - body_have_;
+}
+
+Status FrameReader::place_payload(std::vector<PayloadTarget> targets) {
+  if (!error_.ok()) return error_;
+  if (!awaiting_targets_) return fail(internal_error("place_payload without an announced payload"));
+  uint64_t sum = 0;
+  for (auto& t : targets) sum += t.size;
+  if (sum != payload_bytes_)
+    return fail(data_loss("the frame announces " + std::to_string(payload_bytes_) + " payload bytes but its body describes " +
+                          std::to_string(sum)));
+  awaiting_targets_ = false;
+  targets_.clear();
+  for (auto& t : targets)
+    if (t.size) targets_.push_back(t);
+  target_ = 0;
+  target_have_ = 0;
+  in_payload_ = true;
+  advance_payload(0);
+  return Status::OK();
+}
+
+void FrameReader::advance_payload(size_t n) {
+  target_have_ += n;
+  while (target_ < targets_.size() && target_have_ == targets_[target_].size) {
+    ++target_;
+    target_have_ = 0;
+  }
+  if (target_ == targets_.size()) {
+    in_payload_ = false;
+    payload_done_ = true;
+    targets_.clear();
+  }
+}
+
+PayloadTarget FrameReader::payload_window() const {
+  if (!in_payload_ || !error_.ok()) return {};
+  const auto& t = targets_[target_];
+  return {t.data + target_have_, t.size - target_have_};
+}
+
+Status FrameReader::payload_received(size_t n) {
+  if (!error_.ok()) return error_;
+  payload_done_ = false;
+  PayloadTarget w = payload_window();
+  if (n > w.size) return fail(internal_error("payload_received past the window"));
+  advance_payload(n);
+  return Status::OK();
 }
 
 Result<size_t> FrameReader::consume(const char* data, size_t n, std::optional<RawFrame>* out) {
   out->reset();
+  payload_done_ = false;
   if (!error_.ok()) return error_;
+  if (awaiting_targets_) return fail(internal_error("bytes consumed before the payload was placed"));
   size_t used = 0;
+  if (in_payload_) {
+    while (used < n && in_payload_) {
+      PayloadTarget w = payload_window();
+      size_t take = std::min(n - used, w.size);
+      std::memcpy(w.data, data + used, take);
+      used += take;
+      advance_payload(take);
+    }
+    return used;
+  }
   if (!in_body_) {
-    size_t take = std::min(n, kFrameHeaderBytes - header_have_);
-    std::memcpy(header_ + header_have_, data, take);
-    header_have_ += take;
-    used += take;
-    if (header_have_ < kFrameHeaderBytes) return used;
-    if (Status s = check_header(); !s.ok()) return fail(s);
+    if (header_have_ < kFrameHeaderBytes) {
+      size_t take = std::min(n, kFrameHeaderBytes - header_have_);
+      std::memcpy(header_ + header_have_, data, take);
+      header_have_ += take;
+      used += take;
+      if (header_have_ < kFrameHeaderBytes) return used;
+      if (Status s = check_header(); !s.ok()) return fail(s);
+    }
+    if (header_have_ < header_size()) {
+      size_t take = std::min(n - used, header_size() - header_have_);
+      std::memcpy(header_ + header_have_, data + used, take);
+      header_have_ += take;
+      used += take;
+      if (header_have_ < header_size()) return used;
+    }
+    payload_bytes_ = 0;
+    if (hdr_.flags & kFramePayload) {
+      payload_bytes_ = uint64_t{get_u32(header_ + kFrameHeaderBytes)} | (uint64_t{get_u32(header_ + kFrameHeaderBytes + 4)} << 32);
+      if (payload_bytes_ == 0) return fail(data_loss("a frame flagged with a payload announces 0 payload bytes"));
+      if (payload_bytes_ > max_body_ - hdr_.length)
+        return fail(resource_exhausted("frame of " + std::to_string(hdr_.length) + " body and " +
+                                       std::to_string(payload_bytes_) + " payload bytes is over the limit of " +
+                                       std::to_string(max_body_) + " bytes"));
+    }
     in_body_ = true;
     body_have_ = 0;
     body_ = RawFrame{};
@@ -105,10 +192,12 @@ Result<size_t> FrameReader::consume(const char* data, size_t n, std::optional<Ra
   if (body_have_ < hdr_.length) return used;
   uint32_t crc = crc32c(body_.data(), body_.size);
   if (crc != hdr_.crc) return fail(data_loss("frame body fails its CRC-32C check"));
+  body_.payload_bytes = payload_bytes_;
   *out = std::move(body_);
   body_ = RawFrame{};
   in_body_ = false;
   header_have_ = 0;
+  awaiting_targets_ = payload_bytes_ > 0;
   return used;
 }
 

@@ -33,8 +33,20 @@ Status read_status(wire::StepStatus::Reader r) {
   return Status(static_cast<Code>(code), str(r.getMessage()));
 }
 
+// The heads of a message's tensors go into its body; the data of those that travel
+// beside is gathered for the payload.
+struct TensorSink {
+  std::vector<Tensor> beside;
+  std::string head(const TensorMessage& m) {
+    TensorMessageHead h = encode_tensor_message_head(m);
+    if (h.beside.valid()) beside.push_back(std::move(h.beside));
+    return std::move(h.bytes);
+  }
+};
+
 struct Writer {
   wire::Frame::Builder f;
+  TensorSink& tensors;
   void operator()(const HelloMsg& m) {
     auto b = f.initHello();
     b.setProtoVersion(m.proto_version);
@@ -74,7 +86,7 @@ struct Writer {
     auto feeds = b.initFeeds(static_cast<unsigned>(m.feeds.size()));
     for (unsigned i = 0; i < feeds.size(); ++i) {
       feeds[i].setName(text(m.feeds[i].first));
-      feeds[i].setTensor(bytes_of(m.feeds[i].second));
+      feeds[i].setTensor(bytes_of(tensors.head(m.feeds[i].second)));
     }
     auto fetches = b.initFetches(static_cast<unsigned>(m.fetches.size()));
     for (unsigned i = 0; i < fetches.size(); ++i) fetches.set(i, text(m.fetches[i]));
@@ -86,7 +98,7 @@ struct Writer {
     b.setStepId(m.step_id);
     write_status(m.status, b.initStatus());
     auto fetched = b.initFetched(static_cast<unsigned>(m.fetched.size()));
-    for (unsigned i = 0; i < fetched.size(); ++i) fetched.set(i, bytes_of(m.fetched[i]));
+    for (unsigned i = 0; i < fetched.size(); ++i) fetched.set(i, bytes_of(tensors.head(m.fetched[i])));
   }
   void operator()(const CloseGraphMsg& m) { f.initCloseGraph().setHandle(m.handle); }
   void operator()(const HeartbeatMsg& m) { f.initHeartbeat().setSentAtMs(m.sent_at_ms); }
@@ -96,7 +108,7 @@ struct Writer {
     b.setStepId(m.step_id);
     b.setEdge(m.edge);
     b.setToLocation(text(m.to_location));
-    b.setTensor(bytes_of(m.tensor));
+    b.setTensor(bytes_of(tensors.head(m.value)));
   }
   void operator()(const CleanupStepMsg& m) {
     auto b = f.initCleanupStep();
@@ -113,7 +125,23 @@ struct Writer {
   }
 };
 
-Result<Message> read_frame(wire::Frame::Reader f) {
+// Decodes tensor heads, allocating the tensors whose data is in the payload.
+struct TensorSource {
+  std::vector<PayloadTarget>* payload;
+  uint64_t left;  // payload bytes the header announced and no tensor has claimed yet
+  Result<TensorMessage> read(capnp::Data::Reader d, const char* what) {
+    Tensor beside;
+    auto m = decode_tensor_message_head(to_string(d), &beside, left);
+    if (!m.ok()) return m.status().with_context(what);
+    if (beside.valid()) {
+      payload->push_back({static_cast<char*>(beside.raw_data()), beside.bytes()});
+      left -= beside.bytes();
+    }
+    return m;
+  }
+};
+
+Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
   switch (f.which()) {
     case wire::Frame::HELLO: {
       auto r = f.getHello();
@@ -141,7 +169,11 @@ Result<Message> read_frame(wire::Frame::Reader f) {
       m.handle = r.getHandle();
       m.step_id = r.getStepId();
       m.timeout_ms = r.getTimeoutMs();
-      for (auto feed : r.getFeeds()) m.feeds.emplace_back(str(feed.getName()), to_string(feed.getTensor()));
+      for (auto feed : r.getFeeds()) {
+        std::string name = str(feed.getName());
+        AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(feed.getTensor(), ("the feed " + name).c_str()));
+        m.feeds.emplace_back(std::move(name), std::move(t));
+      }
       for (auto name : r.getFetches()) m.fetches.push_back(str(name));
       for (auto name : r.getTargets()) m.targets.push_back(str(name));
       return Message{std::move(m)};
@@ -151,14 +183,18 @@ Result<Message> read_frame(wire::Frame::Reader f) {
       StepDoneMsg m;
       m.step_id = r.getStepId();
       m.status = read_status(r.getStatus());
-      for (auto d : r.getFetched()) m.fetched.push_back(to_string(d));
+      for (auto d : r.getFetched()) {
+        AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(d, "a fetched tensor"));
+        m.fetched.push_back(std::move(t));
+      }
       return Message{std::move(m)};
     }
     case wire::Frame::CLOSE_GRAPH: return Message{CloseGraphMsg{f.getCloseGraph().getHandle()}};
     case wire::Frame::HEARTBEAT: return Message{HeartbeatMsg{f.getHeartbeat().getSentAtMs()}};
     case wire::Frame::EDGE: {
       auto r = f.getEdge();
-      return Message{EdgeFrameMsg{r.getSession(), r.getStepId(), r.getEdge(), str(r.getToLocation()), to_string(r.getTensor())}};
+      AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(r.getTensor(), "an edge's tensor"));
+      return Message{EdgeFrameMsg{r.getSession(), r.getStepId(), r.getEdge(), str(r.getToLocation()), std::move(t)}};
     }
     case wire::Frame::CLEANUP_STEP: {
       auto r = f.getCleanupStep();
@@ -182,15 +218,22 @@ const char* message_name(const Message& m) {
   return names[m.index()];
 }
 
-std::string encode_message(const Message& m) {
+OutFrame encode_message(const Message& m) {
   capnp::MallocMessageBuilder builder;
-  std::visit(Writer{builder.initRoot<wire::Frame>()}, m);
+  auto tensors = std::make_shared<TensorSink>();
+  std::visit(Writer{builder.initRoot<wire::Frame>(), *tensors}, m);
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder);
   auto bytes = flat.asBytes();
-  return encode_frame(frame_type(m), 0, std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+  OutFrame out;
+  for (auto& t : tensors->beside) out.payload.push_back({static_cast<const char*>(t.raw_data()), t.bytes()});
+  out.head = encode_frame(frame_type(m), std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()),
+                          out.payload_bytes());
+  if (!out.payload.empty()) out.keep = std::move(tensors);
+  return out;
 }
 
-Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes) {
+Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes, std::vector<PayloadTarget>* payload) {
+  payload->clear();
   if (frame.size == 0 || frame.size % 8 != 0 || frame.words.size() * 8 < frame.size)
     return data_loss("frame body of " + std::to_string(frame.size) + " bytes is not a Cap'n Proto message");
   capnp::ReaderOptions options;
@@ -207,7 +250,15 @@ Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes) {
     if (static_cast<uint16_t>(root.which()) + 1 != frame.type)
       return data_loss("frame header says type " + std::to_string(frame.type) + " but the body holds union member " +
                        std::to_string(static_cast<int>(root.which())));
-    return read_frame(root);
+    TensorSource tensors{payload, frame.payload_bytes};
+    auto m = read_frame(root, tensors);
+    if (!m.ok()) return m;
+    uint64_t described = 0;
+    for (auto& p : *payload) described += p.size;
+    if (described != frame.payload_bytes)
+      return data_loss("the frame's body describes " + std::to_string(described) + " payload bytes but its header announces " +
+                       std::to_string(frame.payload_bytes));
+    return m;
   } catch (const kj::Exception& e) {
     return data_loss(std::string("malformed frame body: ") + e.getDescription().cStr());
   } catch (const std::exception& e) {

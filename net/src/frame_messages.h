@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actorflow/status.h"
+#include "actorflow/tensor_codec.h"
 #include "frame.h"
 
 namespace actorflow::net {
@@ -49,7 +50,7 @@ struct RegisteredMsg {
 struct RunStepMsg {
   uint64_t handle = 0;
   uint64_t step_id = 0;
-  std::vector<std::pair<std::string, std::string>> feeds;  // "node:index" -> TensorMsg bytes
+  std::vector<std::pair<std::string, TensorMessage>> feeds;  // "node:index" -> value
   std::vector<std::string> fetches;
   std::vector<std::string> targets;
   int64_t timeout_ms = 0;
@@ -57,7 +58,7 @@ struct RunStepMsg {
 struct StepDoneMsg {
   uint64_t step_id = 0;
   Status status;
-  std::vector<std::string> fetched;  // TensorMsg bytes
+  std::vector<TensorMessage> fetched;  // in the order of RunStepMsg::fetches
 };
 struct CloseGraphMsg {
   uint64_t handle = 0;
@@ -70,7 +71,7 @@ struct EdgeFrameMsg {
   uint64_t step_id = 0;
   uint64_t edge = 0;
   std::string to_location;
-  std::string tensor;  // TensorMsg bytes
+  TensorMessage value;
 };
 struct CreditMsg {
   uint64_t session = 0;
@@ -95,9 +96,14 @@ using Message = std::variant<HelloMsg, AuthProofMsg, WelcomeMsg, RegisterGraphMs
 inline uint16_t frame_type(const Message& m) { return static_cast<uint16_t>(m.index() + 1); }
 const char* message_name(const Message& m);
 
-// The whole frame: header and body.
-std::string encode_message(const Message& m);
+// The whole frame. Tensors of a RunStep, StepDone or Edge whose data can travel beside
+// the body (tensor_codec.h's split form) go into the frame's payload, written from their
+// own buffers (OutFrame::keep holds them).
+OutFrame encode_message(const Message& m);
 // Reads one frame's body; `max_bytes` bounds how much the Cap'n Proto reader traverses.
-Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes);
+// The tensors whose data travels in the payload are allocated here, and `*payload` gets
+// their memory, in payload order, for the frame reader to fill (FrameReader::place_payload);
+// they add up to frame.payload_bytes, or the frame is refused.
+Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes, std::vector<PayloadTarget>* payload);
 
 }  // namespace actorflow::net

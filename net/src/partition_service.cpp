@@ -21,14 +21,15 @@ class PeerEdges final : public runtime::RemoteEdges {
   PeerEdges(uint64_t session, std::map<std::string, std::string> addresses, PeerTable& peers, PartitionService& local)
       : session_(session), addresses_(std::move(addresses)), peers_(peers), local_(local) {}
 
-  Status send_edge(const std::string& to, int64_t step, int64_t edge, runtime::EdgeBytes bytes) override {
+  Status send_edge(const std::string& to, int64_t step, int64_t edge, runtime::EdgeValue value) override {
     AF_ASSIGN_OR_RETURN(std::string address, address_of(to));
     if (address == peers_.self()) {
-      local_.deliver_edge(session_, to, step, edge, std::move(bytes));
+      local_.deliver_edge(session_, to, step, edge, std::move(value));
       return Status::OK();
     }
-    g_edge_bytes_sent.fetch_add(bytes->size(), std::memory_order_relaxed);
-    return peers_.send(address, EdgeFrameMsg{session_, static_cast<uint64_t>(step), static_cast<uint64_t>(edge), to, *bytes});
+    g_edge_bytes_sent.fetch_add(value.tensor.valid() ? value.tensor.bytes() : 0, std::memory_order_relaxed);
+    return peers_.send(address, EdgeFrameMsg{session_, static_cast<uint64_t>(step), static_cast<uint64_t>(edge), to,
+                                             std::move(value)});
   }
 
   Status return_credit(const std::string& to, int64_t edge) override {
@@ -135,13 +136,12 @@ std::shared_ptr<PartitionService::Started> PartitionService::start_step(const Ru
   }
   started->entry = e;
   std::vector<std::pair<std::string, Tensor>> feeds;
-  for (auto& [name, bytes] : m.feeds) {
-    auto t = decode_tensor_message(bytes);
-    if (!t.ok()) {
-      done.status = t.status().with_context("the feed '" + name + "' on " + where_);
+  for (auto& [name, value] : m.feeds) {
+    if (!value.status.ok()) {
+      done.status = value.status.with_context("the feed '" + name + "' on " + where_);
       return started;
     }
-    feeds.emplace_back(name, std::move(t->tensor));
+    feeds.emplace_back(name, value.tensor);
   }
   auto step = e->executor->start_step(static_cast<int64_t>(m.step_id), feeds, m.fetches, m.targets, m.timeout_ms);
   if (!step.ok()) done.status = step.status().with_context("on " + e->location + " (" + where_ + ")");
@@ -163,7 +163,7 @@ StepDoneMsg PartitionService::finish_step(Started& s) {
     tm.step_id = static_cast<int64_t>(done.step_id);
     tm.producer = s.fetches[i];
     tm.tensor = std::move((*out)[i]);
-    done.fetched.push_back(encode_tensor_message(tm));
+    done.fetched.push_back(std::move(tm));
   }
   return done;
 }
@@ -220,10 +220,10 @@ std::shared_ptr<runtime::EdgeRendezvous> PartitionService::route(uint64_t sessio
 }
 
 void PartitionService::deliver_edge(uint64_t session, const std::string& to, int64_t step, int64_t edge,
-                                    runtime::EdgeBytes bytes) {
+                                    runtime::EdgeValue value) {
   // A frame for a session whose partition is gone (closed, or the client went away) has
   // no one to wait for it.
-  if (auto r = route(session, to)) r->on_edge(step, edge, std::move(bytes));
+  if (auto r = route(session, to)) r->on_edge(step, edge, std::move(value));
 }
 
 void PartitionService::deliver_credit(uint64_t session, const std::string& to, int64_t edge) {
@@ -232,9 +232,8 @@ void PartitionService::deliver_credit(uint64_t session, const std::string& to, i
 
 void PartitionService::deliver(const Message& m) {
   if (auto* e = std::get_if<EdgeFrameMsg>(&m)) {
-    g_edge_bytes_received.fetch_add(e->tensor.size(), std::memory_order_relaxed);
-    deliver_edge(e->session, e->to_location, static_cast<int64_t>(e->step_id), static_cast<int64_t>(e->edge),
-                 std::make_shared<const std::string>(e->tensor));
+    g_edge_bytes_received.fetch_add(e->value.tensor.valid() ? e->value.tensor.bytes() : 0, std::memory_order_relaxed);
+    deliver_edge(e->session, e->to_location, static_cast<int64_t>(e->step_id), static_cast<int64_t>(e->edge), e->value);
   } else if (auto* c = std::get_if<CreditMsg>(&m)) {
     deliver_credit(c->session, c->to_location, static_cast<int64_t>(c->edge));
   }

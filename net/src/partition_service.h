@@ -45,7 +45,7 @@ class PartitionService {
   // An Edge or Credit frame from a peer daemon (any thread).
   void deliver(const Message& m);
   // The same, for a session's locations on this daemon.
-  void deliver_edge(uint64_t session, const std::string& to, int64_t step, int64_t edge, runtime::EdgeBytes bytes);
+  void deliver_edge(uint64_t session, const std::string& to, int64_t step, int64_t edge, runtime::EdgeValue value);
   void deliver_credit(uint64_t session, const std::string& to, int64_t edge);
 
  private:

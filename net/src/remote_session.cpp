@@ -95,7 +95,7 @@ class RemoteSession final : public SessionImpl {
       tm.step_id = static_cast<int64_t>(m.step_id);
       tm.producer = out.name();
       tm.tensor = value;
-      m.feeds.emplace_back(out.name(), encode_tensor_message(tm));
+      m.feeds.emplace_back(out.name(), std::move(tm));
     }
     auto done = r.client->run_step(std::move(m), deadline);
     if (!done.ok()) {
@@ -113,9 +113,9 @@ class RemoteSession final : public SessionImpl {
       if (next >= done->fetched.size())
         return data_loss(label_ + " answered " + std::to_string(done->fetched.size()) + " tensors for " +
                          std::to_string(req.fetches.size() - op_fetches.size()) + " fetches");
-      auto t = decode_tensor_message(std::move(done->fetched[next++]));
-      if (!t.ok()) return t.status().with_context("a tensor fetched from " + label_);
-      out[i] = std::move(t->tensor);
+      TensorMessage& t = done->fetched[next++];
+      if (!t.status.ok()) return t.status.with_context("a tensor fetched from " + label_);
+      out[i] = std::move(t.tensor);
     }
     return out;
   }

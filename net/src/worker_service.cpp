@@ -134,10 +134,10 @@ Result<std::vector<Tensor>> WorkerService::run_entry(Entry& e, const RunStepMsg&
   std::shared_lock<std::shared_mutex> lock(e.mu);
   Graph& g = *e.graph;
   FeedDict feeds;
-  for (auto& [name, bytes] : m.feeds) {
+  for (auto& [name, value] : m.feeds) {
     AF_ASSIGN_OR_RETURN(Output out, g.find_output(name));
-    AF_ASSIGN_OR_RETURN(TensorMessage tm, decode_tensor_message(bytes));
-    feeds.emplace_back(out, std::move(tm.tensor));
+    if (!value.status.ok()) return value.status.with_context("the feed '" + name + "'");
+    feeds.emplace_back(out, value.tensor);
   }
   std::vector<Fetch> fetches;
   for (auto& name : m.fetches) {
@@ -180,7 +180,7 @@ StepDoneMsg WorkerService::run_step(const RunStepMsg& m, uint64_t owner) {
     tm.step_id = static_cast<int64_t>(m.step_id);
     tm.producer = m.fetches[i];
     tm.tensor = std::move((*out)[i]);
-    done.fetched.push_back(encode_tensor_message(tm));
+    done.fetched.push_back(std::move(tm));
   }
   return done;
 }

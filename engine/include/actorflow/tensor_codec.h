@@ -39,6 +39,23 @@ Result<TensorMessage> decode_tensor_message(std::string bytes);
 // own buffers avoids the copy when it places the bytes at the sender's alignment.
 Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* data, size_t size);
 
+// The split form, for a transport that writes a tensor's data straight from its buffer
+// and reads it straight into a new tensor (the daemon frames of net/ carry it beside the
+// message): the head is a TensorMsg whose TensorProto states the data's size instead of
+// holding it. Only host tensors of f32, f64, i32, i64 and u8 of at least kBesideMinBytes
+// travel beside: every bit pattern is a valid value of those dtypes, so bytes a peer
+// fills in need no check. Anything else is embedded, as encode_tensor_message does.
+inline constexpr size_t kBesideMinBytes = 512;
+struct TensorMessageHead {
+  std::string bytes;  // the TensorMsg
+  Tensor beside;      // valid when the data travels beside: beside.bytes() from raw_data()
+};
+TensorMessageHead encode_tensor_message_head(const TensorMessage& m);
+// Decodes a head. When its data travels beside, the message's tensor is allocated but
+// not filled, and `*beside` shares its buffer: the caller writes beside->bytes() there.
+// A head claiming more than `max_beside` bytes is refused before anything is allocated.
+Result<TensorMessage> decode_tensor_message_head(std::string bytes, Tensor* beside, uint64_t max_beside);
+
 // A TensorProto alone. An invalid Tensor() round-trips as itself. encode_tensor throws
 // af::Error for a tensor that cannot travel.
 std::string encode_tensor(const Tensor& t);

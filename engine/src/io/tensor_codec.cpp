@@ -165,6 +165,9 @@ Result<Tensor> read_tensor(wire::TensorProto::Reader r, const SharedBytes* share
     return t;
   }
 
+  if (r.getBesideBytes() != 0)
+    return data_loss(what + " says its " + std::to_string(r.getBesideBytes()) +
+                     " data bytes travel beside the message, which this reader was not given");
   size_t esize = dtype_size(dtype);
   auto data = r.getData();
   // Compare without multiplying n (a hostile shape may claim more than memory holds).
@@ -434,6 +437,89 @@ Result<TensorMessage> decode_tensor_message(std::string bytes) {
   char* p = holder->data();
   size_t n = holder->size();
   return decode_tensor_message(std::shared_ptr<void>(holder, holder->data()), p, n);
+}
+
+namespace {
+
+bool travels_beside(const Tensor& t) {
+  if (!t.valid() || t.bytes() < kBesideMinBytes || !t.buffer() || t.device().type != DeviceType::CPU) return false;
+  switch (t.dtype()) {
+    case DType::f32: case DType::f64: case DType::i32: case DType::i64: case DType::u8: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+TensorMessageHead encode_tensor_message_head(const TensorMessage& m) {
+  if (!m.status.ok() || !travels_beside(m.tensor)) return {encode_tensor_message(m), Tensor()};
+  g_encodes.fetch_add(1, std::memory_order_relaxed);
+  const Tensor& t = m.tensor;
+  capnp::MallocMessageBuilder message(estimate_words(Tensor(), m.producer.size() + 8 * t.shape().dims().size()));
+  auto root = message.initRoot<wire::TensorMsg>();
+  root.setStepId(m.step_id);
+  root.setEdge(m.edge);
+  root.setProducer(capnp::Text::Reader(m.producer.data(), m.producer.size()));
+  auto proto = root.initTensor();
+  wire::DType d;
+  write_dtype(t.dtype(), &d);
+  proto.setDtype(d);
+  write_shape(t.shape(), proto.initShape());
+  proto.setBesideBytes(t.bytes());
+  return {flatten(message, /*align_in_memory=*/false), t};
+}
+
+Result<TensorMessage> decode_tensor_message_head(std::string bytes, Tensor* beside, uint64_t max_beside) {
+  *beside = Tensor();
+  g_decodes.fetch_add(1, std::memory_order_relaxed);
+  auto holder = hold(std::move(bytes));
+  FlatReader flat;
+  AF_RETURN_IF_ERROR(flat.open(holder->data(), holder->size(), kTensorMsg));
+  // Only the head's own fields are read here; an embedded tensor goes the usual way.
+  auto split = guard(kTensorMsg, [&]() -> Result<bool> {
+    auto root = flat.reader().getRoot<wire::TensorMsg>();
+    return root.hasTensor() && root.getTensor().getBesideBytes() != 0;
+  });
+  if (!split.ok()) return split.status();
+  if (!*split) return decode_tensor_message(std::shared_ptr<void>(holder, holder->data()), holder->data(), holder->size());
+  return guard(kTensorMsg, [&]() -> Result<TensorMessage> {
+    auto root = flat.reader().getRoot<wire::TensorMsg>();
+    TensorMessage m;
+    m.step_id = root.getStepId();
+    m.edge = root.getEdge();
+    auto producer = root.getProducer();
+    m.producer.assign(producer.begin(), producer.size());
+    if (root.hasStatus() && root.getStatus().getCode() != 0)
+      return data_loss("TensorMsg from '" + m.producer + "' carries both a failed status and data");
+    auto r = root.getTensor();
+    AF_ASSIGN_OR_RETURN(DType dtype, read_dtype(r.getDtype()));
+    if (!r.hasShape() || r.getShape().getUnknownRank())
+      return data_loss("TensorMsg from '" + m.producer + "' sends data beside a tensor of unknown shape");
+    Shape shape(std::vector<int64_t>{});
+    {
+      auto dims = r.getShape().getDims();
+      std::vector<int64_t> v(dims.size());
+      uint64_t n = 1;
+      for (unsigned i = 0; i < dims.size(); ++i) {
+        if (dims[i] < 0) return data_loss("TensorMsg from '" + m.producer + "' has a negative dimension");
+        if (__builtin_mul_overflow(n, static_cast<uint64_t>(dims[i]), &n))
+          return data_loss("TensorMsg from '" + m.producer + "' has more elements than fit in 64 bits");
+        v[i] = dims[i];
+      }
+      shape = Shape(std::move(v));
+      uint64_t want = r.getBesideBytes();
+      uint64_t esize = dtype_size(dtype);
+      if (want > max_beside)
+        return data_loss("TensorMsg from '" + m.producer + "' claims " + std::to_string(want) +
+                         " data bytes beside it, more than the " + std::to_string(max_beside) + " that follow");
+      if (dtype == DType::string || dtype == DType::boolean || n > want / esize || n * esize != want)
+        return data_loss("TensorMsg from '" + m.producer + "': tensor " + dtype_name(dtype) + shape.to_string() +
+                         " cannot have " + std::to_string(want) + " data bytes beside it");
+    }
+    m.tensor = Tensor(dtype, std::move(shape));
+    *beside = m.tensor;
+    return m;
+  });
 }
 
 std::string encode_tensor(const Tensor& t) {
