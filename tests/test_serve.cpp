@@ -327,3 +327,51 @@ TEST_CASE("needs python3-sklearn: 503 until a first version appears, then it is 
   REQUIRE_MESSAGE(r.status == 200, r.body);
   check_close(predictions(r), want);
 }
+
+TEST_CASE("needs python3-sklearn: plain row bodies (the fast reader) answer as the general reader does") {
+  need_serving();
+  TempDir work("bodies");
+  fs::path base = work.path / "model";
+  train_and_export(work.path, base, 1, 1);
+  auto rows = feature_rows();
+  ServeProcess server({"--model_name", "cancer", "--model_base_path", base.string(), "--access_log=false"});
+  REQUIRE_MESSAGE(server.started(), server.log());
+  auto call = [&](const std::string& body) { return http_call(server.port(), "POST", "/v1/models/cancer:predict", body); };
+
+  // {"instances": [[...]]} takes the fast reader; named inputs take nlohmann's DOM. The
+  // same rows must give the same bytes.
+  auto plain = call(instances_body(rows, 0, 20));
+  json named_rows = json::array();
+  for (size_t i = 0; i < 20; ++i) named_rows.push_back({{"x", rows[i]}});
+  auto named = call(json{{"instances", named_rows}}.dump());
+  REQUIRE_MESSAGE(plain.status == 200, plain.body);
+  REQUIRE_MESSAGE(named.status == 200, named.body);
+  CHECK(plain.body == named.body);
+  // Numbers written every way JSON allows read as the DOM reads them.
+  std::string row = "[1, -2, 3.5, 4e1, -5E-1, 0, 0.0, -0.0, -0, 1e-7, 123456789012345678901234567890, 2.5e+2";
+  for (int i = 12; i < 30; ++i) row += ", " + std::to_string(i);
+  row += "]";
+  auto fast = call("{\"instances\": [" + row + "]}");
+  auto dom = call("{\"instances\": [{\"x\": " + row + "}]}");
+  REQUIRE_MESSAGE(fast.status == 200, fast.body);
+  CHECK(fast.body == dom.body);
+
+  // What the fast reader gives up on still gets the general reader's answer.
+  std::string one = instances_body(rows, 0, 1);
+  CHECK(call(one + " x").status == 400);                 // trailing garbage
+  CHECK(call(one + " }").status == 400);
+  CHECK(call(one.substr(0, one.size() - 1)).status == 400);  // cut short
+  CHECK(call(R"({"instances": []})").status == 400);
+  CHECK(call(R"({"instances": [[1, 2]]})").status == 400);  // wrong shape
+  CHECK(call(R"({"instances": [[[1]]]})").status == 400);   // too deep
+  CHECK(call(R"({"instances": [[true]]})").status == 400);  // wrong dtype
+  CHECK(call(R"({"instances": [1]})").status == 400);
+  auto sig = call("{\"signature_name\": \"serving_default\", " + one.substr(1));
+  CHECK(sig.status == 200);
+  CHECK(sig.body == call(one).body);
+  // A repeated key: the last one wins, as in nlohmann's DOM.
+  std::string second = instances_body(rows, 1, 2);
+  auto twice = call(one.substr(0, one.size() - 1) + ", " + second.substr(1));
+  REQUIRE_MESSAGE(twice.status == 200, twice.body);
+  CHECK(twice.body == call(second).body);
+}

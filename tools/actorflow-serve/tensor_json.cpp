@@ -1,8 +1,11 @@
 #include "tensor_json.h"
 
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "instances_reader.h"
 
 namespace serve {
 
@@ -17,7 +20,8 @@ class Filler {
   Filler(const TensorSpec& spec, std::vector<int64_t> row_dims) : spec_(spec), dims_(std::move(row_dims)) {}
 
   // `v` is one row (or, columnar, the whole batch with dims_ led by its row count).
-  af::Status fill(const json& v, size_t level, const std::string& where) {
+  // `where` names v for messages; it is extended in place per element and restored.
+  af::Status fill(const json& v, size_t level, std::string& where) {
     if (level == dims_.size()) return push(v, where);
     if (!v.is_array())
       return shape_error(where + " is " + kind(v) + " where a list of " + dim_text(level) + " values belongs");
@@ -26,8 +30,16 @@ class Filler {
     if (n != dims_[level])
       return shape_error(where + " has " + std::to_string(n) + " values at dimension " + std::to_string(level + offset_) +
                          ", not " + std::to_string(dims_[level]));
-    for (int64_t i = 0; i < n; ++i)
-      AF_RETURN_IF_ERROR(fill(v[static_cast<size_t>(i)], level + 1, where + "[" + std::to_string(i) + "]"));
+    size_t at = where.size();
+    char index[24];
+    for (int64_t i = 0; i < n; ++i) {
+      where.resize(at);
+      where += '[';
+      where.append(index, static_cast<size_t>(std::snprintf(index, sizeof index, "%lld", static_cast<long long>(i))));
+      where += ']';
+      AF_RETURN_IF_ERROR(fill(v[static_cast<size_t>(i)], level + 1, where));
+    }
+    where.resize(at);
     return af::Status::OK();
   }
 
@@ -144,6 +156,7 @@ json values_json(const af::Tensor& t, int64_t& at, int level) {
 }  // namespace
 
 af::Result<PredictInput> parse_predict_request(std::string_view body, const TensorSpec& input) {
+  if (auto fast = read_float_instances(body, input)) return PredictInput{std::move(*fast), false};
   json doc;
   try {
     doc = json::parse(body);
@@ -180,7 +193,8 @@ af::Result<PredictInput> parse_predict_request(std::string_view body, const Tens
   dims.insert(dims.end(), row_dims.begin(), row_dims.end());
   Filler f(input, dims);
   f.set_dim_offset(0);
-  AF_RETURN_IF_ERROR(f.fill(*v, 0, "inputs"));
+  std::string where = "inputs";
+  AF_RETURN_IF_ERROR(f.fill(*v, 0, where));
   out.tensor = make_tensor(input, f.dims(), f.bytes());
   return out;
 }
