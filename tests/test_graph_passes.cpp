@@ -1,7 +1,8 @@
 // Plan-time graph passes: constant folding, common-subexpression elimination and pruning.
 // Each is seen working through the actors it saves, can be switched off, and 200 random
-// graphs full of constants and duplicates give bit-for-bit the same results with every
-// pass on, every pass off, and on the sequential reference evaluator.
+// graphs full of constants, duplicates and elementwise chains give bit-for-bit the same
+// results with every pass on, every pass off, and on the sequential reference evaluator.
+// (The fusion passes have their own tests: test_fusion.cpp, test_elementwise_fusion.cpp.)
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
@@ -9,15 +10,21 @@
 
 #include <random>
 
+#include "../actors/src/graph_passes.h"
+
 namespace af = actorflow;
 
 namespace {
 
-af::SessionOptions passes(bool fold, bool cse, bool prune) {
+// The fusion passes follow `fuse`: off by default, as the actor counts below are of
+// unfused nodes.
+af::SessionOptions passes(bool fold, bool cse, bool prune, bool fuse = false) {
   af::SessionOptions o;
   o.optimizer.constant_folding = fold;
   o.optimizer.common_subexpressions = cse;
   o.optimizer.prune = prune;
+  o.optimizer.fuse_matmul_bias_relu = fuse;
+  o.optimizer.fuse_elementwise = fuse;
   return o;
 }
 
@@ -83,21 +90,24 @@ namespace {
 
 struct RandomGraph {
   af::Graph g;
-  af::Output x;
+  af::Output x, z;
   std::vector<af::Output> fetches;
 };
 
-// Graphs rich in what the passes act on: constant subtrees and repeated computations.
+// Graphs rich in what the passes act on: constant subtrees, repeated computations and
+// chains of elementwise ops. x and z are both [?,3] and fed 1 or 2 rows each, so a fused
+// chain also meets shapes that broadcast only at run time.
 void build(RandomGraph& rg, std::mt19937& rng) {
   auto& g = rg.g;
   rg.x = af::placeholder(g, af::f32, {-1, 3}, "x");
-  std::vector<af::Output> pool{rg.x, af::constant(g, af::Tensor::from({0.5f, -1.f, 2.f})),
+  rg.z = af::placeholder(g, af::f32, {-1, 3}, "z");
+  std::vector<af::Output> pool{rg.x, rg.z, af::constant(g, af::Tensor::from({0.5f, -1.f, 2.f})),
                                af::constant(g, af::Tensor::from({{1.f, 0.f, -2.f}}))};
   int n = 5 + static_cast<int>(rng() % 30);
   for (int i = 0; i < n; ++i) {
     auto pick = [&] { return pool[rng() % pool.size()]; };
     af::Output a = pick(), b = pick(), y;
-    switch (rng() % 8) {
+    switch (rng() % 12) {
       case 0: y = a + b; break;
       case 1: y = a - b; break;
       case 2: y = a * b; break;
@@ -105,6 +115,12 @@ void build(RandomGraph& rg, std::mt19937& rng) {
       case 4: y = af::tanh(a); break;
       case 5: y = a * 0.5f; break;
       case 6: y = af::reduce_sum(a, {-1}, true) + b; break;
+      // Elementwise chains (a scalar constant is the only broadcast fusion admits).
+      case 8: y = af::sigmoid(a) * 2.0f - af::tanh(b); break;
+      // (Bounded, and never NaN: equals() would not match NaN with itself.)
+      case 9: y = af::relu(af::tanh(a) - b) + af::square(af::tanh(b)) * 0.25f; break;
+      case 10: y = af::exp(af::neg(af::abs(a))) / (af::abs(b) + 1.0f); break;
+      case 11: y = af::sqrt(af::abs(af::maximum(a, b)) + 3.0f) * af::minimum(af::tanh(a), af::tanh(b)); break;
       default: {
         // A duplicate of an earlier node's computation, built again.
         af::Output base = pick();
@@ -115,26 +131,42 @@ void build(RandomGraph& rg, std::mt19937& rng) {
     pool.push_back(y);
   }
   int k = 1 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < k; ++i) rg.fetches.push_back(pool[pool.size() - 1 - rng() % std::min<size_t>(pool.size() - 3, 6)]);
+  for (int i = 0; i < k; ++i) rg.fetches.push_back(pool[pool.size() - 1 - rng() % std::min<size_t>(pool.size() - 4, 6)]);
 }
 
 }  // namespace
 
 TEST_CASE("property: 200 random graphs give identical results with every pass on and off") {
   std::mt19937 rng(2026);
+  int fused_nodes = 0;
   for (int gi = 0; gi < 200; ++gi) {
     RandomGraph rg;
     build(rg, rng);
     af::SessionOptions ref_opts;
     ref_opts.executor = "sequential";
-    auto on = af::Session::create(rg.g, passes(true, true, true)).value();
-    auto off = af::Session::create(rg.g, passes(false, false, false)).value();
+    auto on = af::Session::create(rg.g, passes(true, true, true, true)).value();
+    auto off = af::Session::create(rg.g, passes(false, false, false, false)).value();
     auto ref = af::Session::create(rg.g, ref_opts).value();
     std::vector<af::Fetch> fetches(rg.fetches.begin(), rg.fetches.end());
     for (int s = 0; s < 3; ++s) {
-      std::vector<float> v(6);
-      for (auto& e : v) e = static_cast<float>(static_cast<int>(rng() % 21) - 10) / 4.0f;
-      af::FeedDict feed{{rg.x, af::Tensor::from_vector(v, {2, 3})}};
+      auto rows = [&](int r) {
+        std::vector<float> v(static_cast<size_t>(r * 3));
+        for (auto& e : v) e = static_cast<float>(static_cast<int>(rng() % 21) - 10) / 4.0f;
+        return af::Tensor::from_vector(v, {r, 3});
+      };
+      // Mostly equal rows (the one-pass path); now and then 1 against 2 (a broadcast).
+      const int rx = 2, rz = rng() % 4 == 0 ? 1 : 2;
+      af::FeedDict feed{{rg.x, rows(rx)}, {rg.z, rows(rz)}};
+      if (s == 0) {
+        af::RunRequest req;
+        req.fetches = fetches;
+        req.feeds = feed;
+        auto plan = af::make_step_plan(rg.g, req);
+        REQUIRE(plan.ok());
+        fused_nodes += (*af::runtime::optimize_plan(rg.g, std::move(*plan), passes(true, true, true, true).optimizer))
+                           ->stats()
+                           .elementwise_nodes_replaced;
+      }
       auto a = on.run(fetches, feed);
       auto b = off.run(fetches, feed);
       auto c = ref.run(fetches, feed);
@@ -148,4 +180,7 @@ TEST_CASE("property: 200 random graphs give identical results with every pass on
       }
     }
   }
+  // The graphs do exercise the elementwise fusion.
+  MESSAGE("elementwise nodes fused over the 200 graphs: " << fused_nodes);
+  CHECK(fused_nodes > 200);
 }

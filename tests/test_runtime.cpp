@@ -182,9 +182,12 @@ TEST_CASE("encoded edges give identical results, and every edge between actors g
   auto y = af::maximum(x * w, x + w) - x;
   auto z = af::add_n({y, x, y});
   af::Tensor in = af::Tensor::from_vector<float>({1, 2, 3, -4, 5, -6}, {2, 3});
-  af::SessionOptions enc;
+  // Elementwise fusion off: the edges counted below are those between unfused nodes.
+  af::SessionOptions unfused;
+  unfused.optimizer.fuse_elementwise = false;
+  af::SessionOptions enc = unfused;
   enc.encode_all_edges = true;
-  auto plain = af::Session::create(g).value();
+  auto plain = af::Session::create(g, unfused).value();
   auto encoded = af::Session::create(g, enc).value();
 
   // Feeds go straight from the executor to their consumers and the constant w is bound
@@ -209,7 +212,7 @@ TEST_CASE("encoded edges give identical results, and every edge between actors g
   CHECK(after.decodes - mid.decodes == kEdges * kSteps);
 
   // Only the edges touching a named node: Maximum->Sub and Sub->AddN twice.
-  af::SessionOptions some;
+  af::SessionOptions some = unfused;
   some.encode_edges_of = {y.node().name};
   auto partly = af::Session::create(g, some).value();
   before = af::codec_counts();
@@ -260,7 +263,10 @@ TEST_CASE("one actor per node that is not bound as a constant") {
     return n;
   };
 
-  auto sess = af::Session::create(g).value();
+  // Elementwise fusion would run Add and Relu as one node.
+  af::SessionOptions opts;
+  opts.optimizer.fuse_elementwise = false;
+  auto sess = af::Session::create(g, opts).value();
   REQUIRE(sess.run_init().ok());
   int64_t before = af::runtime::node_actors_spawned();
   REQUIRE(sess.run({total}, {{x, in}}).ok());
@@ -296,6 +302,7 @@ TEST_CASE("independent heavy branches overlap in time (trace)") {
   opts.trace = true;
   opts.trace_path = path;
   opts.intra_op_threads = 1;
+  opts.optimizer.fuse_elementwise = false;  // one kernel event per node below
   {
     auto sess = af::Session::create(g, opts).value();
     af::Tensor in = af::Tensor::filled(af::f32, {1 << 20}, 1.0);

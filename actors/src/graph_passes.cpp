@@ -11,6 +11,7 @@
 #include "actorflow/kernel.h"
 #include "actorflow/op_registry.h"
 #include "actorflow/ops/cpu_device.h"
+#include "elementwise_fusion.h"
 
 namespace actorflow::runtime {
 
@@ -384,6 +385,8 @@ Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan pl
   if (opts.constant_folding) fold_constants(*p);
   if (opts.common_subexpressions) merge_duplicates(*p);
   if (opts.fuse_matmul_bias_relu && fusion_allowed_by_env()) fuse_matmul_bias_relu(*p);
+  // After the MatMul fusion, which takes BiasAdd's Relu when it can.
+  if (opts.fuse_elementwise && elementwise_fusion_allowed_by_env()) fuse_elementwise(*p);
   if (opts.prune) prune(*p);
   return p;
 }

@@ -14,6 +14,8 @@ struct PassStats {
   int deduplicated = 0;  // nodes merged into an identical earlier node (CSE)
   int pruned = 0;        // nodes no fetch or target needs any more
   int fused = 0;         // _FusedMatMul nodes written (each replaces 2 or 3 nodes)
+  int fused_elementwise = 0;          // _FusedElementwise nodes written
+  int elementwise_nodes_replaced = 0;  // the nodes they replace (2 or more each)
 };
 
 // The nodes one executor runs.
@@ -41,7 +43,8 @@ class OptimizedPlan {
 
 // Folds nodes whose inputs are all constants into Const nodes (evaluating their CPU
 // kernels now), merges identical stateless nodes, fuses MatMul -> BiasAdd (-> Relu)
-// chains into _FusedMatMul nodes, then drops nodes nothing needs.
+// chains into _FusedMatMul nodes and chains of elementwise ops into _FusedElementwise
+// nodes, then drops nodes nothing needs.
 Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan plan, const GraphOptimizerOptions& opts);
 
 }  // namespace actorflow::runtime

@@ -25,6 +25,10 @@ struct GraphOptimizerOptions {
   // MatMul followed by BiasAdd (and Relu) runs as one _FusedMatMul kernel (oneDNN's
   // post-ops) where the CPU kernels are built with oneDNN.
   bool fuse_matmul_bias_relu = true;
+  // A chain (or small DAG with one output) of f32 elementwise ops of one shape, whose
+  // inner results nothing else reads, runs as one _FusedElementwise kernel: one pass
+  // over the data in cache-sized blocks, no intermediate tensors, one actor.
+  bool fuse_elementwise = true;
 };
 
 struct SessionOptions {
