@@ -16,6 +16,7 @@ bool same_row_shape(const af::Tensor& a, const af::Tensor& b) {
 }  // namespace
 
 Batcher::Batcher(BatchOptions options, Metrics& metrics) : options_(options), metrics_(metrics) {
+  if (!options_.enabled) return;
   for (int i = 0; i < std::max(1, options_.threads); ++i) workers_.emplace_back([this] { work(); });
 }
 
@@ -24,25 +25,41 @@ Batcher::~Batcher() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
+  full_cv_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
 void Batcher::submit(std::shared_ptr<const LoadedModel> model, af::Tensor x, Done done) {
+  if (!options_.enabled) {
+    std::vector<Task> one;
+    one.push_back(Task{std::move(model), std::move(x), std::move(done), {}});
+    return run(std::move(one));
+  }
+  bool wake_idle, wake_collector;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    queued_rows_ += x.dim(0);
     queue_.push_back(Task{std::move(model), std::move(x), std::move(done), std::chrono::steady_clock::now()});
+    // Wake only whom the task concerns: the collector once its batch is full (not per
+    // arrival: each wake costs a context switch), an idle worker when none collects.
+    wake_idle = !collecting_;
+    wake_collector = collecting_ && queued_rows_ >= options_.max_batch_size;
   }
-  cv_.notify_all();
+  if (wake_idle) work_cv_.notify_one();
+  if (wake_collector) full_cv_.notify_one();
 }
 
 void Batcher::work() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    // An idle worker wakes now and then even without a notification (a bounded wait).
-    if (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_ || !queue_.empty(); })) continue;
+    work_cv_.wait(lock, [this] { return stopping_ || (!collecting_ && !queue_.empty()); });
     if (queue_.empty()) return;  // stopping, and nothing is left to answer
+    collecting_ = true;
     auto batch = take_batch(lock);
+    collecting_ = false;
+    // The next batch opens now, on another worker if one is idle.
+    if (!queue_.empty()) work_cv_.notify_one();
     lock.unlock();
     run(std::move(batch));
     lock.lock();
@@ -50,36 +67,27 @@ void Batcher::work() {
 }
 
 std::vector<Batcher::Task> Batcher::take_batch(std::unique_lock<std::mutex>& lock) {
+  auto deadline = queue_.front().arrived + std::chrono::microseconds(options_.batch_timeout_micros);
+  // Requests keep arriving while this waits (the HTTP threads parse them meanwhile).
+  full_cv_.wait_until(lock, deadline, [this] { return stopping_ || queued_rows_ >= options_.max_batch_size; });
   std::vector<Task> batch;
   batch.push_back(std::move(queue_.front()));
   queue_.pop_front();
-  if (!options_.enabled) return batch;
   int64_t rows = batch[0].x.dim(0);
-  auto deadline = batch[0].arrived + std::chrono::microseconds(options_.batch_timeout_micros);
   // Tasks that fit join: same version, same row shape, room left. A task for another
-  // version, or one too big, stays for another worker.
-  auto gather = [&] {
-    for (auto it = queue_.begin(); it != queue_.end() && rows < options_.max_batch_size;) {
-      bool fits = it->model == batch[0].model && rows + it->x.dim(0) <= options_.max_batch_size &&
-                  same_row_shape(it->x, batch[0].x);
-      if (fits) {
-        rows += it->x.dim(0);
-        batch.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  };
-  // The wait is bounded by the first task's deadline.
-  while (true) {
-    gather();
-    if (rows >= options_.max_batch_size || stopping_) return batch;
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      gather();  // what arrived with the timeout
-      return batch;
+  // version, or one too big, stays for the next batch.
+  for (auto it = queue_.begin(); it != queue_.end() && rows < options_.max_batch_size;) {
+    bool fits = it->model == batch[0].model && rows + it->x.dim(0) <= options_.max_batch_size && same_row_shape(it->x, batch[0].x);
+    if (fits) {
+      rows += it->x.dim(0);
+      batch.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
     }
   }
+  queued_rows_ -= rows;
+  return batch;
 }
 
 void Batcher::run(std::vector<Task> batch) {

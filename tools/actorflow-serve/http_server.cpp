@@ -119,9 +119,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     HttpRequest r{method_, target_, std::move(req.body())};
     auto self = shared_from_this();
-    sh_.api.handle(r, [self](HttpResponse resp) {
-      net::post(self->stream_.get_executor(), [self, resp = std::move(resp)]() mutable { self->respond(std::move(resp)); });
-    });
+    // The API replies on this connection's strand (through `post` when from a batch
+    // worker), so the answer is written right away.
+    sh_.api.handle(
+        r, [self](HttpResponse resp) { self->respond(std::move(resp)); },
+        [self](std::function<void()> task) { net::dispatch(self->stream_.get_executor(), std::move(task)); });
   }
 
   // From here until its answer is written, the request is in flight: a drain waits for it.

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   app.add_option("--max_batch_size", bo.max_batch_size, "most rows in a merged step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch_timeout_micros", bo.batch_timeout_micros, "how long a request waits for others to join it")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--num_batch_threads", bo.threads, "threads running predict steps")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--num_batch_threads", bo.threads, "threads running merged predict steps (with --enable_batching; without it a request's step runs on its HTTP thread)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--num_io_threads", ho.io_threads, "threads serving HTTP")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--auth_token_file", token_file, "ask every request for 'Authorization: Bearer <the file's token>'")
       ->check(CLI::ExistingFile);

@@ -65,7 +65,7 @@ int http_status(const af::Status& s) {
 
 }  // namespace
 
-void RestApi::handle(const HttpRequest& req, Reply reply) {
+void RestApi::handle(const HttpRequest& req, Reply reply, const Post& post) {
   std::string path = req.target.substr(0, req.target.find('?'));
   if (path == "/metrics") {
     if (req.method != "GET") return reply(error_response(405, "/metrics takes GET"));
@@ -82,7 +82,7 @@ void RestApi::handle(const HttpRequest& req, Reply reply) {
   }
   if (route.verb == "predict") {
     if (req.method != "POST") return reply(error_response(405, path + " takes POST"));
-    return predict(route.version, req.body, std::move(reply));
+    return predict(route.version, req.body, std::move(reply), post);
   }
   reply(error_response(404, "unknown method ':" + route.verb + "' (this server has :predict)"));
 }
@@ -115,7 +115,7 @@ HttpResponse RestApi::metadata(int64_t version) const {
   return HttpResponse{200, dump(doc)};
 }
 
-void RestApi::predict(int64_t version, const std::string& body, Reply reply) {
+void RestApi::predict(int64_t version, const std::string& body, Reply reply, const Post& post) {
   // The request keeps this version alive until it is answered, whatever a swap does.
   auto m = models_.current();
   if (!m) return reply(error_response(503, "model '" + models_.name() + "' has no version loaded yet"));
@@ -125,9 +125,11 @@ void RestApi::predict(int64_t version, const std::string& body, Reply reply) {
   auto in = parse_predict_request(body, TensorSpec{m->input_name, m->input_dtype, m->input_shape});
   if (!in.ok()) return reply(error_response(400, in.status().message()));
   bool columnar = in->columnar;
-  batcher_.submit(std::move(m), std::move(in->tensor), [reply = std::move(reply), columnar](af::Result<af::Tensor> y) {
-    if (!y.ok()) return reply(error_response(http_status(y.status()), y.status().message()));
-    reply(HttpResponse{200, predict_response(*y, columnar)});
+  batcher_.submit(std::move(m), std::move(in->tensor), [reply = std::move(reply), post, columnar](af::Result<af::Tensor> y) mutable {
+    post([reply = std::move(reply), y = std::move(y), columnar] {
+      if (!y.ok()) return reply(error_response(http_status(y.status()), y.status().message()));
+      reply(HttpResponse{200, predict_response(*y, columnar)});
+    });
   });
 }
 

@@ -32,15 +32,19 @@ HttpResponse error_response(int status, const std::string& message);
 class RestApi {
  public:
   using Reply = std::function<void(HttpResponse)>;
+  // Runs a task on the thread that owns the request (at once when called there).
+  using Post = std::function<void(std::function<void()>)>;
   RestApi(ModelManager& models, Batcher& batcher, Metrics& metrics) : models_(models), batcher_(batcher), metrics_(metrics) {}
 
-  // Calls `reply` exactly once: at once, or from a batcher thread once a predict is done.
-  void handle(const HttpRequest& req, Reply reply);
+  // Calls `reply` exactly once, on the request's own thread: at once, or through `post`
+  // once a batched predict is done (its answer is written there too, so that the
+  // batch worker only runs steps).
+  void handle(const HttpRequest& req, Reply reply, const Post& post);
 
  private:
   HttpResponse model_status(int64_t version) const;
   HttpResponse metadata(int64_t version) const;
-  void predict(int64_t version, const std::string& body, Reply reply);
+  void predict(int64_t version, const std::string& body, Reply reply, const Post& post);
 
   ModelManager& models_;
   Batcher& batcher_;
