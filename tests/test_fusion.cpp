@@ -8,6 +8,7 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/layers.h>
 #include <actorflow/runtime/actor_count.h>
+#include <actorflow/runtime/run_path.h>
 
 #include <algorithm>
 #include <array>
@@ -20,6 +21,10 @@ namespace af = actorflow;
 namespace cpu = actorflow::cpu;
 
 namespace {
+
+// The cases count one actor per node to see what the pass fused: cheap nodes must not
+// move into their producers' actors (or onto the caller's thread) here.
+const af::runtime::ScopedRunPath kOneActorPerNode(af::runtime::RunPath{false, false});
 
 af::SessionOptions fusing(bool on, int threads = 2) {
   af::SessionOptions o;

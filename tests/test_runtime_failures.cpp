@@ -9,6 +9,7 @@
 #include <actorflow/kernel.h>
 #include <actorflow/op_registry.h>
 #include <actorflow/runtime/actor_count.h>
+#include <actorflow/runtime/run_path.h>
 
 #include <chrono>
 #include <stdexcept>
@@ -154,6 +155,8 @@ TEST_CASE("a step past its deadline fails with DeadlineExceeded; the next step w
 }
 
 TEST_CASE("distinct kinds of step beyond max_cached_plans evict the least recently used") {
+  // Counts one actor per prepared plan: a cheap plan must not run on the caller's thread.
+  af::runtime::ScopedRunPath one_actor_per_node(af::runtime::RunPath{false, false});
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {}, "x");
   std::vector<af::Output> outs;

@@ -1,21 +1,21 @@
 // Prepares one step plan as a set of node actors and starts steps on it.
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "actorflow/op_registry.h"
 
 #include "actor_count_internal.h"
+#include "actorflow/runtime/run_path.h"
+#include "cheap_ops.h"
 #include "graph_passes.h"
+#include "inline_step.h"
 #include "node_actor.h"
 
 namespace actorflow::runtime {
 namespace {
-
-struct FeedRoute {
-  std::vector<std::pair<int, int>> consumers;  // (actor, slot)
-  std::vector<int> results;                    // fetches of the fed tensor itself
-};
 
 class ActorExecutor final : public Executor {
  public:
@@ -26,7 +26,7 @@ class ActorExecutor final : public Executor {
     const StepPlan& plan = optimized.plan();
     auto& nodes = shared_->nodes;
     nodes.resize(plan.nodes.size());
-    std::map<int, int> index;  // node id -> actor index
+    std::map<int, int> index;  // node id -> node index
     for (size_t i = 0; i < plan.nodes.size(); ++i) index[plan.nodes[i]] = static_cast<int>(i);
     std::map<Endpoint, int> feed_of;
     for (size_t f = 0; f < plan.feeds.size(); ++f) feed_of[plan.feeds[f]] = static_cast<int>(f);
@@ -35,11 +35,16 @@ class ActorExecutor final : public Executor {
     auto encoded = [&](const Node& a, const Node& b) {
       return env.encode_all_edges || env.encode_nodes.count(a.name) || env.encode_nodes.count(b.name);
     };
+    // The producer node index of every input that travels per step (-1: fed or bound);
+    // data inputs first, then control inputs, as the slots.
+    std::vector<std::vector<int>> producers(nodes.size());
+    bool any_encoded = false;
 
     for (size_t i = 0; i < plan.nodes.size(); ++i) {
       const Node& n = optimized.node(plan.nodes[i]);
       NodeRuntime& rt = nodes[i];
       rt.node = &n;
+      rt.head = static_cast<int>(i);
       AF_ASSIGN_OR_RETURN(KernelCache::Entry k, env.kernels->get(n));
       rt.kernel = std::move(k.kernel);
       rt.kernel_mu = std::move(k.mu);
@@ -48,6 +53,8 @@ class ActorExecutor final : public Executor {
       rt.num_slots = num_data + static_cast<int>(n.control_inputs.size());
       rt.bound.resize(static_cast<size_t>(num_data));
       rt.in_edges.resize(static_cast<size_t>(rt.num_slots));
+      auto& prod = producers[i];
+      prod.assign(static_cast<size_t>(rt.num_slots), -1);
       for (int j = 0; j < num_data; ++j) {
         const Endpoint& e = n.inputs[static_cast<size_t>(j)];
         auto fed = feed_of.find(e);
@@ -62,22 +69,20 @@ class ActorExecutor final : public Executor {
           rt.bound[static_cast<size_t>(j)] = *p.attr_tensor("value");
           continue;
         }
-        NodeRuntime& prt = nodes[static_cast<size_t>(index.at(e.node))];
-        OutEdge oe{static_cast<int>(i), j, prt.num_credits++, encoded(p, n)};
-        prt.out[static_cast<size_t>(e.index)].push_back(oe);
-        rt.in_edges[static_cast<size_t>(j)] = {index.at(e.node), oe.credit};
-        ++rt.dynamic_slots;
+        prod[static_cast<size_t>(j)] = index.at(e.node);
+        any_encoded = any_encoded || encoded(p, n);
       }
       for (size_t k = 0; k < n.control_inputs.size(); ++k) {
         auto it = index.find(n.control_inputs[k]);
         if (it == index.end()) continue;  // a fed node: nothing to wait for
-        NodeRuntime& prt = nodes[static_cast<size_t>(it->second)];
-        OutEdge oe{static_cast<int>(i), num_data + static_cast<int>(k), prt.num_credits++, false};
-        prt.control_out.push_back(oe);
-        rt.in_edges[static_cast<size_t>(num_data) + k] = {it->second, oe.credit};
-        ++rt.dynamic_slots;
+        prod[static_cast<size_t>(num_data) + k] = it->second;
       }
     }
+    AF_ASSIGN_OR_RETURN(order_, topological(producers));
+    std::vector<char> cheap(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) cheap[i] = is_cheap(*nodes[i].node, *nodes[i].kernel) ? 1 : 0;
+    RunPath path = run_path();
+
     num_results_ = static_cast<int>(plan.fetches.size());
     for (size_t r = 0; r < plan.fetches.size(); ++r) {
       const Endpoint& e = plan.fetches[r];
@@ -96,19 +101,64 @@ class ActorExecutor final : public Executor {
       nodes[static_cast<size_t>(it->second)].finishes++;
       ++pending_;
     }
+
+    // Inert nodes (constants only bound into consumers) never run, so they do not count.
+    std::vector<char> consumed(nodes.size(), 0);
+    for (auto& prod : producers)
+      for (int p : prod)
+        if (p >= 0) consumed[static_cast<size_t>(p)] = 1;
+    auto inert_candidate = [&](size_t i) {
+      const NodeRuntime& rt = nodes[i];
+      if (rt.dynamic_slots > 0 || !rt.fetches.empty() || rt.finishes > 0 || consumed[i]) return false;
+      for (int p : producers[i])
+        if (p >= 0) return false;
+      return true;
+    };
+    caller_runs_ = path.caller_runs_cheap_steps && !any_encoded;
+    for (size_t i = 0; i < nodes.size() && caller_runs_; ++i)
+      if (!cheap[i] && !inert_candidate(i)) caller_runs_ = false;
+    if (path.colocate_cheap_ops && !caller_runs_) colocate(producers, cheap, encoded);
+
     for (size_t i = 0; i < nodes.size(); ++i) {
       NodeRuntime& rt = nodes[i];
-      bool has_out = !rt.control_out.empty() || !rt.fetches.empty() || rt.finishes > 0;
+      const Node& n = *rt.node;
+      int num_data = static_cast<int>(n.inputs.size());
+      for (int j = 0; j < rt.num_slots; ++j) {
+        int p = producers[i][static_cast<size_t>(j)];
+        if (p < 0) continue;
+        NodeRuntime& prt = nodes[static_cast<size_t>(p)];
+        bool control = j >= num_data;
+        auto& list = control ? prt.control_out : prt.out[static_cast<size_t>(n.inputs[static_cast<size_t>(j)].index)];
+        int hp = prt.head;
+        if (rt.head != static_cast<int>(i) && rt.head == hp) {
+          // Colocated: handed over inside the head's actor, no credit.
+          list.push_back(OutEdge{static_cast<int>(i), j, -1, false, true});
+          rt.in_edges[static_cast<size_t>(j)] = {-1, 0};
+          continue;
+        }
+        OutEdge oe{static_cast<int>(i), j, nodes[static_cast<size_t>(hp)].num_credits++,
+                   !control && encoded(*prt.node, n), false};
+        list.push_back(oe);
+        rt.in_edges[static_cast<size_t>(j)] = {hp, oe.credit};
+        ++rt.dynamic_slots;
+      }
+    }
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      NodeRuntime& rt = nodes[i];
+      bool member = rt.head != static_cast<int>(i);
+      bool has_out = !rt.control_out.empty() || !rt.fetches.empty() || rt.finishes > 0 || !rt.members.empty();
       for (auto& o : rt.out) has_out = has_out || !o.empty();
-      rt.inert = rt.dynamic_slots == 0 && !has_out;
-      rt.is_source = rt.dynamic_slots == 0 && !rt.inert;
+      rt.inert = !member && rt.dynamic_slots == 0 && !has_out;
+      rt.is_source = !member && rt.dynamic_slots == 0 && !rt.inert;
       if (rt.is_source) sources_.push_back(static_cast<int>(i));
     }
-    auto& sys = actor_system();
     shared_->actors.resize(nodes.size());
-    for (auto& n : nodes) shared_->live_actors += n.inert ? 0 : 1;
+    if (caller_runs_) return Status::OK();
+    auto& sys = actor_system();
+    auto has_actor = [&](size_t i) { return !nodes[i].inert && nodes[i].head == static_cast<int>(i); };
+    for (size_t i = 0; i < nodes.size(); ++i) shared_->live_actors += has_actor(i) ? 1 : 0;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      if (nodes[i].inert) continue;
+      if (!has_actor(i)) continue;
       shared_->actors[i] = sys.spawn<NodeActor>(shared_, static_cast<int>(i));
       g_node_actors_spawned.fetch_add(1, std::memory_order_relaxed);
     }
@@ -117,6 +167,10 @@ class ActorExecutor final : public Executor {
 
   std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step) override {
     auto state = std::make_shared<StepState>(global_step, num_results_, pending_ + 1);
+    if (caller_runs_) {
+      run_here(feeds, *state);
+      return state;
+    }
     int64_t step;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -152,6 +206,7 @@ class ActorExecutor final : public Executor {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) return;
       closed_ = true;
+      closing_here_.store(true);
       shared_->closing.store(true, std::memory_order_release);
       for (auto& w : live_)
         if (auto s = w.lock()) live.push_back(std::move(s));
@@ -163,6 +218,7 @@ class ActorExecutor final : public Executor {
       if (!s->done()) s->cancel(cancelled("session closed while the step was running"));
     // A kernel cannot be interrupted: wait for the ones running (a step past its
     // deadline may still be in one), so no actor touches the graph after close().
+    wait_for_callers();
     std::unique_lock<std::mutex> lock(shared_->live_mu);
     bool warned = false;
     while (!shared_->live_cv.wait_for(lock, std::chrono::seconds(10), [&] { return shared_->live_actors == 0; })) {
@@ -185,6 +241,85 @@ class ActorExecutor final : public Executor {
   }
 
  private:
+  // A step of an all-cheap plan, on the caller's thread. The count of such steps lets
+  // shutdown wait for them: they read the graph, as a kernel inside an actor does.
+  void run_here(const std::vector<Tensor>& feeds, StepState& state) {
+    running_here_.fetch_add(1);
+    if (closing_here_.load()) {
+      running_here_.fetch_sub(1);
+      state.cancel(cancelled("session is closed"));
+      return;
+    }
+    for (size_t f = 0; f < feeds_.size(); ++f)
+      for (int r : feeds_[f].results) state.set_result(r, feeds[f]);
+    run_step_inline(*shared_, order_, feeds_, feeds, state);
+    running_here_.fetch_sub(1);
+    state.finish_one();
+  }
+
+  void wait_for_callers() {
+    // Steps of cheap nodes take microseconds; the warning is for a kernel that hangs.
+    auto start = std::chrono::steady_clock::now();
+    bool warned = false;
+    while (running_here_.load() > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (!warned && std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
+        std::fprintf(stderr, "actorflow: closing a session waits for %d step(s) running on their callers' threads\n",
+                     running_here_.load());
+        warned = true;
+      }
+    }
+  }
+
+  // Kahn's algorithm over the per-step edges: the order a step runs in on one thread,
+  // and in which colocated nodes run after their head.
+  static Result<std::vector<int>> topological(const std::vector<std::vector<int>>& producers) {
+    size_t n = producers.size();
+    std::vector<int> missing(n, 0);
+    std::vector<std::vector<int>> consumers(n);
+    for (size_t i = 0; i < n; ++i)
+      for (int p : producers[i])
+        if (p >= 0) {
+          ++missing[i];
+          consumers[static_cast<size_t>(p)].push_back(static_cast<int>(i));
+        }
+    std::vector<int> order;
+    order.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+      if (missing[i] == 0) order.push_back(static_cast<int>(i));
+    for (size_t k = 0; k < order.size(); ++k)
+      for (int c : consumers[static_cast<size_t>(order[k])])
+        if (--missing[static_cast<size_t>(c)] == 0) order.push_back(c);
+    if (order.size() != n) return internal_error("the step plan has a cycle");
+    return order;
+  }
+
+  // Places each cheap node whose every per-step input comes from one actor into that
+  // actor, after its producers (issue 13, section 3). Only a synchronous head takes
+  // members: an async one finishes in a later message. A fed input or an encoded edge
+  // keeps the node apart: both arrive as messages.
+  template <class Encoded>
+  void colocate(const std::vector<std::vector<int>>& producers, const std::vector<char>& cheap, Encoded encoded) {
+    auto& nodes = shared_->nodes;
+    for (int i : order_) {
+      NodeRuntime& rt = nodes[static_cast<size_t>(i)];
+      if (!cheap[static_cast<size_t>(i)] || rt.dynamic_slots > 0) continue;  // fed inputs count as dynamic here
+      int head = -1;
+      bool ok = true;
+      for (int p : producers[static_cast<size_t>(i)]) {
+        if (p < 0) continue;
+        const NodeRuntime& prt = nodes[static_cast<size_t>(p)];
+        if (head < 0) head = prt.head;
+        ok = ok && head == prt.head && !encoded(*prt.node, *rt.node);
+      }
+      if (!ok || head < 0 || nodes[static_cast<size_t>(head)].kernel->as_async()) continue;
+      NodeRuntime& hrt = nodes[static_cast<size_t>(head)];
+      rt.head = head;
+      rt.member_pos = static_cast<int>(hrt.members.size());
+      hrt.members.push_back(i);
+    }
+  }
+
   void prune_live() {
     std::vector<std::weak_ptr<StepState>> keep;
     for (auto& w : live_) {
@@ -197,6 +332,10 @@ class ActorExecutor final : public Executor {
   std::shared_ptr<ExecutorShared> shared_;
   std::vector<FeedRoute> feeds_;
   std::vector<int> sources_;
+  std::vector<int> order_;  // topological
+  bool caller_runs_ = false;
+  std::atomic<int> running_here_{0};
+  std::atomic<bool> closing_here_{false};
   int num_results_ = 0;
   int pending_ = 0;
   std::mutex mu_;

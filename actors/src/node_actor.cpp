@@ -7,6 +7,7 @@ namespace actorflow::runtime {
 NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index)
     : caf::event_based_actor(cfg), shared_(std::move(shared)), rt_(shared_->nodes[static_cast<size_t>(index)]), index_(index) {
   credits_.assign(static_cast<size_t>(rt_.num_credits), shared_->env.edge_capacity);
+  members_.resize(rt_.members.size());
   set_exit_handler([this](caf::exit_msg& m) {
     if (!running_) {
       quit(std::move(m.reason));
@@ -31,7 +32,7 @@ caf::behavior NodeActor::make_behavior() {
       [this](done_atom, int64_t step) {
         if (!running_ || running_->step != step) return;
         std::unique_ptr<Running> r = std::move(running_);
-        finish(r->step, r->state, r->ctx.get(), nullptr, r->t0);
+        finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
         if (quit_when_idle_) {
           quit(std::move(quit_reason_));
           return;
@@ -87,8 +88,17 @@ void NodeActor::try_fire() {
   }
 }
 
-void NodeActor::send_edge(const OutEdge& e, int64_t step, const Tensor& t, const std::shared_ptr<const Status>& err,
-                          const std::shared_ptr<StepState>& state, int output) {
+void NodeActor::send_edge(const NodeRuntime& rt, const OutEdge& e, int64_t step, const Tensor& t,
+                          const std::shared_ptr<const Status>& err, const std::shared_ptr<StepState>& state, int output) {
+  if (e.internal) {
+    MemberInputs& in = members_[static_cast<size_t>(shared_->nodes[static_cast<size_t>(e.consumer)].member_pos)];
+    if (err) {
+      if (!in.error) in.error = err;
+    } else if (e.slot < static_cast<int>(in.inputs.size())) {
+      in.inputs[static_cast<size_t>(e.slot)] = t;
+    }
+    return;
+  }
   EdgeMsg m;
   m.step = step;
   m.slot = e.slot;
@@ -97,7 +107,7 @@ void NodeActor::send_edge(const OutEdge& e, int64_t step, const Tensor& t, const
     TensorMessage tm;
     tm.step_id = step;
     tm.edge = static_cast<uint32_t>(e.slot);
-    tm.producer = rt_.node->name + ":" + std::to_string(output);
+    tm.producer = rt.node->name + ":" + std::to_string(output);
     if (err) tm.status = *err;
     else tm.tensor = t;
     m.wire = std::make_shared<const std::string>(encode_tensor_message(tm));
@@ -111,8 +121,13 @@ void NodeActor::send_edge(const OutEdge& e, int64_t step, const Tensor& t, const
 }
 
 void NodeActor::fire(Slot& s, int64_t step) {
+  for (size_t m = 0; m < members_.size(); ++m) {
+    members_[m].inputs = shared_->nodes[static_cast<size_t>(rt_.members[m])].bound;
+    members_[m].error.reset();
+  }
   if (s.error) {
-    finish(step, s.state, nullptr, s.error, 0);
+    finish(rt_, step, s.state, nullptr, s.error, 0);
+    run_members(step, s.state);
     return;
   }
   const ExecutorEnv& env = shared_->env;
@@ -132,25 +147,43 @@ void NodeActor::fire(Slot& s, int64_t step) {
       // The kernel never started its work, so no done message will come.
       std::unique_ptr<Running> r = std::move(running_);
       r->ctx->fail(status_from_current_exception());
-      finish(r->step, r->state, r->ctx.get(), nullptr, r->t0);
+      finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
     }
     return;
   }
+  compute(rt_, std::move(s.inputs), step, s.state);
+  run_members(step, s.state);
+}
+
+void NodeActor::compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64_t step,
+                        const std::shared_ptr<StepState>& state) {
+  const ExecutorEnv& env = shared_->env;
+  int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
   // A synchronous kernel's context lives on the stack: no heap allocation per firing.
-  OpKernelContext ctx(*rt_.node, std::move(s.inputs), env.device, env.resources, s.state->step_id());
+  OpKernelContext ctx(*rt.node, std::move(inputs), env.device, env.resources, state->step_id());
   // A kernel that throws (a bug, a failed allocation) fails its step like a kernel that
   // reports an error: an escaped exception would kill this actor and strand the step.
   try {
-    if (rt_.kernel_mu) {
-      std::lock_guard<std::mutex> lock(*rt_.kernel_mu);
-      rt_.kernel->compute(ctx);
+    if (rt.kernel_mu) {
+      std::lock_guard<std::mutex> lock(*rt.kernel_mu);
+      rt.kernel->compute(ctx);
     } else {
-      rt_.kernel->compute(ctx);
+      rt.kernel->compute(ctx);
     }
   } catch (...) {
     ctx.fail(status_from_current_exception());
   }
-  finish(step, s.state, &ctx, nullptr, t0);
+  finish(rt, step, state, &ctx, nullptr, t0);
+}
+
+void NodeActor::run_members(int64_t step, const std::shared_ptr<StepState>& state) {
+  // Members are in topological order: each one's producers in this actor ran before it.
+  for (size_t m = 0; m < members_.size(); ++m) {
+    const NodeRuntime& mr = shared_->nodes[static_cast<size_t>(rt_.members[m])];
+    MemberInputs& in = members_[m];
+    if (in.error) finish(mr, step, state, nullptr, std::move(in.error), 0);
+    else compute(mr, std::move(in.inputs), step, state);
+  }
 }
 
 void NodeActor::on_exit() {
@@ -174,30 +207,30 @@ void NodeActor::on_exit() {
   shared_.reset();
 }
 
-void NodeActor::finish(int64_t step, const std::shared_ptr<StepState>& state, OpKernelContext* ctx,
-                       std::shared_ptr<const Status> err, int64_t t0) {
+void NodeActor::finish(const NodeRuntime& rt, int64_t step, const std::shared_ptr<StepState>& state,
+                       OpKernelContext* ctx, std::shared_ptr<const Status> err, int64_t t0) {
   const ExecutorEnv& env = shared_->env;
   std::vector<Tensor> outputs;
   if (ctx) {
     if (env.tracer)
-      env.tracer->record({rt_.node->name, rt_.node->op, shared_->device_name, state->step_id(), trace_thread_id(), t0,
+      env.tracer->record({rt.node->name, rt.node->op, shared_->device_name, state->step_id(), trace_thread_id(), t0,
                           env.tracer->now_ns()});
     Status st = ctx->status();
-    if (st.ok()) st = check_outputs(*rt_.node, ctx->outputs());
+    if (st.ok()) st = check_outputs(*rt.node, ctx->outputs());
     if (!st.ok()) err = std::make_shared<Status>(std::move(st));
     else outputs = std::move(ctx->outputs());
   }
   if (err) state->fail(*err);
   static const Tensor kNone;
-  for (size_t o = 0; o < rt_.out.size(); ++o)
-    for (const OutEdge& e : rt_.out[o]) send_edge(e, step, err ? kNone : outputs[o], err, state, static_cast<int>(o));
-  for (const OutEdge& e : rt_.control_out) send_edge(e, step, kNone, err, state, -1);
-  for (auto [o, r] : rt_.fetches) {
+  for (size_t o = 0; o < rt.out.size(); ++o)
+    for (const OutEdge& e : rt.out[o]) send_edge(rt, e, step, err ? kNone : outputs[o], err, state, static_cast<int>(o));
+  for (const OutEdge& e : rt.control_out) send_edge(rt, e, step, kNone, err, state, -1);
+  for (auto [o, r] : rt.fetches) {
     if (!err) state->set_result(r, outputs[static_cast<size_t>(o)]);
     state->finish_one();
   }
-  for (int i = 0; i < rt_.finishes; ++i) state->finish_one();
-  for (const InEdge& in : rt_.in_edges)
+  for (int i = 0; i < rt.finishes; ++i) state->finish_one();
+  for (const InEdge& in : rt.in_edges)
     if (in.producer >= 0) send(shared_->actors[static_cast<size_t>(in.producer)], credit_atom::value, static_cast<int32_t>(in.credit));
 }
 

@@ -35,14 +35,17 @@ using credit_atom = caf::atom_constant<caf::atom("credit")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 
 struct OutEdge {
-  int consumer = -1;  // actor index
+  int consumer = -1;  // node index
   int slot = 0;       // consumer's input slot (data inputs first, then control inputs)
-  int credit = 0;     // index into the producer's credit counters
+  int credit = 0;     // index into the producing actor's credit counters (-1: internal)
   bool encode = false;
+  // The consumer runs in the producer's actor (colocated): the tensor is handed over
+  // in place, with no message and no credit.
+  bool internal = false;
 };
 
 struct InEdge {
-  int producer = -1;  // -1: no credit to return (a feed or a bound constant)
+  int producer = -1;  // the producing actor's node index; -1: no credit to return
   int credit = 0;
 };
 
@@ -62,6 +65,18 @@ struct NodeRuntime {
   int finishes = 0;                         // times this node is a target / fetched op
   bool is_source = false;                   // fires on a start message
   bool inert = false;                       // a constant nobody needs per step
+  // Colocation: the node whose actor runs this one (its own index when it has an actor),
+  // and for such a head, the cheap nodes it runs after itself, in topological order.
+  int head = -1;
+  int member_pos = -1;                      // index in the head's members
+  std::vector<int> members;
+};
+
+// Where each feed goes: the (node, slot) pairs that take it, and fetches of the fed
+// tensor itself.
+struct FeedRoute {
+  std::vector<std::pair<int, int>> consumers;
+  std::vector<int> results;
 };
 
 struct ExecutorShared {
@@ -99,6 +114,12 @@ class NodeActor : public caf::event_based_actor {
     std::shared_ptr<StepState> state;
   };
 
+  // Inputs of a colocated node, filled by its producers in this actor during one firing.
+  struct MemberInputs {
+    std::vector<Tensor> inputs;
+    std::shared_ptr<const Status> error;
+  };
+
   // An async kernel in flight: the node fires nothing else until it is done.
   struct Running {
     int64_t step = 0;
@@ -111,11 +132,16 @@ class NodeActor : public caf::event_based_actor {
   void on_input(EdgeMsg& m);
   void try_fire();
   void fire(Slot& s, int64_t step);
-  // Records the kernel's outcome and sends outputs, error tokens, fetches and credits.
-  void finish(int64_t step, const std::shared_ptr<StepState>& state, OpKernelContext* ctx,
+  // Runs a synchronous kernel of this actor (its own or a colocated node's) and finishes it.
+  void compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64_t step, const std::shared_ptr<StepState>& state);
+  // Runs the colocated nodes for a step whose head has finished.
+  void run_members(int64_t step, const std::shared_ptr<StepState>& state);
+  // Records a kernel's outcome and sends outputs, error tokens, fetches and credits
+  // (hands them over in place to colocated consumers).
+  void finish(const NodeRuntime& rt, int64_t step, const std::shared_ptr<StepState>& state, OpKernelContext* ctx,
               std::shared_ptr<const Status> err, int64_t t0);
-  void send_edge(const OutEdge& e, int64_t step, const Tensor& t, const std::shared_ptr<const Status>& err,
-                 const std::shared_ptr<StepState>& state, int output);
+  void send_edge(const NodeRuntime& rt, const OutEdge& e, int64_t step, const Tensor& t,
+                 const std::shared_ptr<const Status>& err, const std::shared_ptr<StepState>& state, int output);
 
   std::shared_ptr<ExecutorShared> shared_;
   NodeRuntime& rt_;
@@ -124,6 +150,7 @@ class NodeActor : public caf::event_based_actor {
   int64_t next_step_ = 0;
   std::vector<int> credits_;
   std::unique_ptr<Running> running_;
+  std::vector<MemberInputs> members_;  // per colocated node, reused every firing
   // An exit asked for while an async kernel runs waits for it: the kernel writes into
   // running_->ctx until it calls done.
   bool quit_when_idle_ = false;

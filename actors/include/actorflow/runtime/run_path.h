@@ -1,0 +1,34 @@
+// Process-wide switches of the low-latency run path (issue 13, sections 3 and 4), read
+// when a kind of step is prepared. AF_CALLER_RUNS_CHEAP_STEPS and AF_COLOCATE_CHEAP_OPS
+// (0 or 1) set them for a whole process (A/B benchmarks); tests that count one actor
+// per node turn them off around their sessions.
+#pragma once
+
+namespace actorflow::runtime {
+
+struct RunPath {
+  // A plan whose every node is cheap (see cheap_ops.h) runs on the thread that called
+  // run(): no actor, no message, no thread hand-off. TF's executor runs inexpensive
+  // kernels inline the same way.
+  bool caller_runs_cheap_steps = false;
+  // A cheap node whose every input comes from one actor runs in that actor, right after
+  // its producer, instead of in an actor of its own: fewer actors and fewer messages.
+  bool colocate_cheap_ops = false;
+};
+
+RunPath run_path();
+void set_run_path(const RunPath& p);
+
+// Sets the switches for one scope (a test) and restores them after.
+class ScopedRunPath {
+ public:
+  explicit ScopedRunPath(const RunPath& p) : saved_(run_path()) { set_run_path(p); }
+  ~ScopedRunPath() { set_run_path(saved_); }
+  ScopedRunPath(const ScopedRunPath&) = delete;
+  ScopedRunPath& operator=(const ScopedRunPath&) = delete;
+
+ private:
+  RunPath saved_;
+};
+
+}  // namespace actorflow::runtime

@@ -1,0 +1,226 @@
+// The low-latency run path (issue 13, sections 3 and 4): cheap nodes run in their
+// producer's actor (fewer actors, fewer messages), and a plan of only cheap nodes runs
+// on the caller's thread. Both must give what one actor per node gives: the same
+// values, concurrent steps, back-pressure, errors mid-chain, traces.
+//
+// The chains are i32 so that the elementwise fusion pass (f32 only) leaves their nodes
+// alone: the counts below are the run path's, not that pass's.
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+#include <actorflow/runtime/actor_count.h>
+#include <actorflow/runtime/run_path.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace af = actorflow;
+using af::runtime::RunPath;
+using af::runtime::ScopedRunPath;
+
+namespace {
+
+constexpr RunPath kOneActorPerNode{false, false};
+constexpr RunPath kColocateOnly{false, true};
+constexpr RunPath kAll{true, true};
+
+// sum(x) -> 10 x (y * 2 - 1) -> max(y, sum): the Sum is not cheap (it gets an actor and
+// takes the feed); the 20 scalar ops and the Maximum after it are.
+struct Chain {
+  af::Graph g;
+  af::Output x, s, mid, y, z;
+  Chain() {
+    x = af::placeholder(g, af::i32, {4}, "x");
+    s = af::reduce_sum(x);
+    y = s;
+    for (int i = 0; i < 10; ++i) {
+      y = y * 2.0 - 1.0;
+      if (i == 4) mid = y;
+    }
+    z = af::maximum(y, s, "z");
+  }
+  static int32_t expect_y(int32_t s, int steps = 10) {
+    for (int i = 0; i < steps; ++i) s = s * 2 - 1;
+    return s;
+  }
+};
+
+af::Tensor feed_of(int32_t v) { return af::Tensor::from_vector<int32_t>({v, 1, 2, 3}, {4}); }
+
+struct Counted {
+  std::vector<af::Tensor> out;
+  int64_t actors = 0;
+};
+
+Counted run_counted(af::Session& sess, const std::vector<af::Fetch>& fetches, const af::FeedDict& feeds) {
+  int64_t before = af::runtime::node_actors_spawned();
+  auto r = sess.run(fetches, feeds);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  return {*r, af::runtime::node_actors_spawned() - before};
+}
+
+}  // namespace
+
+TEST_CASE("a chain of cheap nodes runs in its producer's actor, with the same values") {
+  Chain c;
+  af::FeedDict feeds{{c.x, feed_of(5)}};
+  Counted apart, together;
+  {
+    ScopedRunPath p(kOneActorPerNode);
+    auto sess = af::Session::create(c.g).value();
+    apart = run_counted(sess, {c.z, c.mid, c.y}, feeds);
+  }
+  {
+    ScopedRunPath p(kColocateOnly);
+    auto sess = af::Session::create(c.g).value();
+    together = run_counted(sess, {c.z, c.mid, c.y}, feeds);
+    // The same plan again spawns nothing.
+    CHECK(run_counted(sess, {c.z, c.mid, c.y}, feeds).actors == 0);
+  }
+  CHECK(apart.actors == 22);   // Sum, 20 scalar ops, Maximum
+  CHECK(together.actors == 1);  // the Sum, running the other 21 after itself
+  REQUIRE(apart.out.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(apart.out[i].equals(together.out[i]));
+  CHECK(together.out[0].item<int32_t>() == Chain::expect_y(11));
+  CHECK(together.out[1].item<int32_t>() == Chain::expect_y(11, 5));
+
+  // With the caller's thread allowed too, the Sum keeps this plan on the actors.
+  ScopedRunPath p(kAll);
+  auto sess = af::Session::create(c.g).value();
+  Counted all = run_counted(sess, {c.z}, feeds);
+  CHECK(all.actors == 1);
+  CHECK(all.out[0].equals(apart.out[0]));
+}
+
+TEST_CASE("a colocated chain under concurrent steps and one credit per edge gives each step its own values") {
+  // A Sum after the chain is not cheap: the chain's last node sends to it across
+  // actors, so its credits (one per edge here) hold the colocated chain back.
+  for (RunPath path : {kOneActorPerNode, kColocateOnly}) {
+    ScopedRunPath p(path);
+    Chain c;
+    auto prod = af::reduce_sum(af::reshape(c.y, af::Shape{1})) * 3.0;
+    af::SessionOptions opts;
+    opts.edge_capacity = 1;
+    auto sess = af::Session::create(c.g, opts).value();
+    auto call = sess.make_callable({prod, c.z}, {c.x}).value();
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 40; ++i) {
+          int32_t v = t * 100 + i;
+          auto r = call({feed_of(v)});
+          int32_t y = Chain::expect_y(v + 6);
+          if (!r.ok() || (*r)[0].item<int32_t>() != 3 * y ||
+              (*r)[1].item<int32_t>() != std::max(y, v + 6))
+            ++bad;
+        }
+      });
+    for (auto& th : threads) th.join();
+    CHECK_MESSAGE(bad.load() == 0, "colocate=" << path.colocate_cheap_ops);
+  }
+}
+
+TEST_CASE("an error in the middle of a colocated chain fails its step only, naming the node") {
+  for (RunPath path : {kOneActorPerNode, kColocateOnly, kAll}) {
+    ScopedRunPath p(path);
+    af::Graph g;
+    auto x = af::placeholder(g, af::i32, {3}, "x");
+    auto s = af::reduce_sum(x);
+    auto a = s + 1.0;
+    auto q = af::div(a, s, "q");  // integer division by zero fails
+    auto r = q * 2.0 + a;
+    auto sess = af::Session::create(g).value();
+    auto call = sess.make_callable({r, a}, {x}).value();
+    auto zero = af::Tensor::from_vector<int32_t>({0, 0, 0}, {3});
+    auto six = af::Tensor::from_vector<int32_t>({1, 2, 3}, {3});
+    auto bad = call({zero});
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.status().message().find("'q'") != std::string::npos);
+    auto good = call({six});
+    REQUIRE(good.ok());
+    CHECK((*good)[0].item<int32_t>() == 2 * (7 / 6) + 7);
+    // Failing and succeeding steps interleaved from several threads.
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 30; ++i) {
+          bool fail = (i + t) % 3 == 0;
+          auto out = call({fail ? zero : six});
+          if (fail ? out.ok() : !(out.ok() && (*out)[1].item<int32_t>() == 7)) ++wrong;
+        }
+      });
+    for (auto& th : threads) th.join();
+    CHECK_MESSAGE(wrong.load() == 0, "caller=" << path.caller_runs_cheap_steps << " colocate=" << path.colocate_cheap_ops);
+  }
+}
+
+TEST_CASE("a plan of only cheap nodes runs on the caller's thread: no actors, same values, concurrent callers") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::i32, {4}, "x");
+  af::Output y = x;
+  for (int i = 0; i < 8; ++i) y = y * 2.0 - 1.0;
+  auto id = af::identity(y, "out");
+  af::FeedDict feeds{{x, feed_of(9)}};
+  Counted actors, here;
+  {
+    ScopedRunPath p(kOneActorPerNode);
+    auto sess = af::Session::create(g).value();
+    actors = run_counted(sess, {id, y}, feeds);
+  }
+  ScopedRunPath p(kAll);
+  auto sess = af::Session::create(g).value();
+  here = run_counted(sess, {id, y}, feeds);
+  CHECK(actors.actors == 17);
+  CHECK(here.actors == 0);
+  CHECK(here.out[0].equals(actors.out[0]));
+  CHECK(here.out[1].equals(actors.out[1]));
+  CHECK(here.out[0].to_vector<int32_t>()[0] == Chain::expect_y(9, 8));
+
+  auto call = sess.make_callable({id}, {x}).value();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        int32_t v = t * 1000 + i;
+        auto r = call({feed_of(v)});
+        if (!r.ok() || (*r)[0].to_vector<int32_t>()[0] != Chain::expect_y(v, 8)) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong.load() == 0);
+  REQUIRE(sess.close().ok());
+  CHECK_FALSE(call({feed_of(1)}).ok());
+}
+
+TEST_CASE("steps on the caller's thread and in colocated actors are traced node by node") {
+  std::string path = (std::filesystem::temp_directory_path() / "af_run_path_trace.json").string();
+  for (RunPath rp : {kAll, kColocateOnly}) {
+    ScopedRunPath p(rp);
+    Chain c;
+    af::Output fetch = c.z;
+    if (rp.caller_runs_cheap_steps) fetch = af::identity(c.x * 3.0, "tripled");
+    af::SessionOptions opts;
+    opts.trace_path = path;
+    {
+      auto sess = af::Session::create(c.g, opts).value();
+      for (int i = 0; i < 3; ++i) REQUIRE(sess.run({fetch}, {{c.x, feed_of(i)}}).ok());
+      REQUIRE(sess.close().ok());
+    }
+    std::ifstream f(path);
+    REQUIRE(f.good());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string json = ss.str();
+    std::string name = rp.caller_runs_cheap_steps ? "{\"name\":\"tripled\"" : "{\"name\":\"z\"";
+    int seen = 0;
+    for (size_t pos = json.find(name); pos != std::string::npos; pos = json.find(name, pos + 1)) ++seen;
+    CHECK_MESSAGE(seen == 3, json.substr(0, 400));
+  }
+}
