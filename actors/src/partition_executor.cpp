@@ -71,6 +71,12 @@ class PartitionExecutorImpl final : public PartitionExecutor {
     return r;
   }
 
+  void notify_when_done(StartedStep& started, std::function<void()> cb) override {
+    auto& s = static_cast<Started&>(started);
+    if (!s.state) return cb();
+    s.state->on_complete(std::move(cb));
+  }
+
   void abort_step(int64_t step_id, const Status& why) override { rendezvous_->abort_step(step_id, why); }
   const Graph& graph() const override { return *graph_; }
   const std::string& location() const override { return rendezvous_->location(); }
