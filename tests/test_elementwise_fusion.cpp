@@ -229,6 +229,24 @@ TEST_CASE("fetched, targeted, awaited or otherwise read intermediates are not fu
     auto p = plan_of(g, {d}, {{a, af::Tensor::from({1.f, 2.f, 3.f})}});
     CHECK(p->stats().elementwise_nodes_replaced == 3);
   }
+  // One session, plans that fuse different groups under the same root (d): each runs
+  // its own program, whichever the session prepared first.
+  {
+    auto sess = af::Session::create(g, fusing(true)).value();
+    for (int round = 0; round < 2; ++round) {
+      auto r1 = sess.run({d}, feeds);
+      auto r2 = sess.run({b, d}, feeds);
+      auto r3 = sess.run({c, d}, feeds);
+      REQUIRE(r1.ok());
+      REQUIRE(r2.ok());
+      REQUIRE(r3.ok());
+      CHECK(same_bits((*r1)[0], ref[3]));
+      CHECK(same_bits((*r2)[0], ref[1]));
+      CHECK(same_bits((*r2)[1], ref[3]));
+      CHECK(same_bits((*r3)[0], ref[2]));
+      CHECK(same_bits((*r3)[1], ref[3]));
+    }
+  }
   // Switched off: nothing fuses, and the same values come back.
   {
     auto p = plan_of(g, {d}, feeds, {}, false);

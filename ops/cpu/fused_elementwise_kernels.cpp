@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "actorflow/kernel.h"
@@ -128,9 +129,13 @@ int64_t cost_of(Code c) {
   }
 }
 
-class FusedElementwiseKernel : public OpKernel {
+// A program ready to run: registers assigned, sharding cost, and the ops' own kernels
+// for the op-by-op path.
+class Compiled {
  public:
-  explicit FusedElementwiseKernel(const Node& n) : OpKernel(n) {
+  explicit Compiled(const Node& n) : num_inputs_(n.inputs.size()) {
+    if (const AttrValue* a = n.find_attr("ops"); a && a->is<AttrValue::Strings>()) ops_ = a->get<AttrValue::Strings>();
+    if (const AttrValue* a = n.find_attr("args"); a && a->is<AttrValue::Ints>()) args_ = a->get<AttrValue::Ints>();
     auto program = fe::parse_program(n, static_cast<int>(n.inputs.size()));
     if (!program.ok()) {
       error_ = program.status();
@@ -143,7 +148,17 @@ class FusedElementwiseKernel : public OpKernel {
     make_op_kernels(n);
   }
 
-  void compute(OpKernelContext& ctx) override {
+  // Whether `n` holds this program (same inputs, ops and operand slots), valid or not.
+  bool runs(const Node& n) const {
+    if (n.inputs.size() != num_inputs_) return false;
+    const AttrValue* ops = n.find_attr("ops");
+    const AttrValue* args = n.find_attr("args");
+    const bool ops_match = ops && ops->is<AttrValue::Strings>() ? ops->get<AttrValue::Strings>() == ops_ : ops_.empty();
+    const bool args_match = args && args->is<AttrValue::Ints>() ? args->get<AttrValue::Ints>() == args_ : args_.empty();
+    return ops_match && args_match;
+  }
+
+  void compute(OpKernelContext& ctx) const {
     if (!error_.ok()) return ctx.fail(error_);
     const int ni = program_.num_inputs;
     if (ctx.num_inputs() != ni)
@@ -243,7 +258,7 @@ class FusedElementwiseKernel : public OpKernel {
     }
   }
 
-  void run_op_by_op(OpKernelContext& ctx) {
+  void run_op_by_op(OpKernelContext& ctx) const {
     std::vector<Tensor> values;
     values.reserve(static_cast<size_t>(program_.num_inputs) + program_.code.size());
     for (int i = 0; i < program_.num_inputs; ++i) values.push_back(ctx.input(i));
@@ -261,11 +276,44 @@ class FusedElementwiseKernel : public OpKernel {
 
   Status error_;
   fe::Program program_;
+  size_t num_inputs_;       // the node's input count and attributes as given, to
+  AttrValue::Strings ops_;  // recognize the program
+  AttrValue::Ints args_;
   std::vector<int> register_of_;  // per instruction; -1 for the last
   int num_registers_ = 0;
   int64_t cost_ = 1;
   std::vector<Node> op_nodes_;
   std::vector<std::unique_ptr<OpKernel>> op_kernels_;
+};
+
+// The session's kernel cache keys kernels by node id and op (actors/src/executor.h), so
+// one kernel object serves every plan in which this node is the root of a fused group,
+// and plans that fetch different nodes fuse different groups under the same root. The
+// program therefore comes from the node each step runs: the one the kernel was made for
+// without a lock, others compiled once each and kept.
+class FusedElementwiseKernel : public OpKernel {
+ public:
+  explicit FusedElementwiseKernel(const Node& n) : OpKernel(n), first_(std::make_shared<const Compiled>(n)) {}
+
+  void compute(OpKernelContext& ctx) override {
+    if (first_->runs(ctx.node())) return first_->compute(ctx);
+    std::shared_ptr<const Compiled> c;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& o : others_)
+        if (o->runs(ctx.node())) c = o;
+      if (!c) {
+        c = std::make_shared<const Compiled>(ctx.node());
+        others_.push_back(c);
+      }
+    }
+    c->compute(ctx);
+  }
+
+ private:
+  std::shared_ptr<const Compiled> first_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<const Compiled>> others_;
 };
 
 AF_REGISTER_KERNEL("_FusedElementwise", DeviceType::CPU, FusedElementwiseKernel);
