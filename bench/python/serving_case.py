@@ -7,8 +7,10 @@ one-row predictions (`{"instances": [[784 floats]]}`) over 64 connections for 20
 with batching on and once off:
 
 * saturating load: requests/s (and p50/p99 at that load);
-* half the saturating load (each connection waits a random 0..2x its share of the
-  interval before each request, through wrk's Lua `delay()`): p50 and p99 latency.
+* half the saturating load (each connection waits a random 0..2x a think time before
+  each request, through wrk's Lua `delay()`; the think time is the connection's share of
+  the interval less the answer time a 3 s probe measured, so that the rate reached is
+  half): p50 and p99 latency.
 
 The peer is the limit: the same export loaded in-process by kit::ServedModel with the
 server's session options, one-row predicts called back to back (`build/bench/serving
@@ -228,13 +230,19 @@ def run(build, quick, fmt, stamp, loadavg, say):
                 m1 = srv.metrics()
                 steps = m1["actorflow_serve_session_steps_total"] - m0["actorflow_serve_session_steps_total"]
                 rows = m1["actorflow_serve_batch_size_sum"] - m0["actorflow_serve_batch_size_sum"]
-                # Half the saturating rate over 64 connections: each waits 64 / (rate / 2) s
-                # per request on average (wrk's delays are whole ms; the answer time, far
-                # below the interval at half load, comes on top, so the rate is a little
-                # under half: the # line gives the rate reached).
+                # Half the saturating rate over 64 connections: each connection's cycle,
+                # think time plus answer time, must last 64 / (rate / 2) s. The answer time
+                # at that load is not known beforehand (with batching it includes the
+                # batch timeout), so a short probe with the whole interval as think time
+                # measures it, and the think time is the interval less that (wrk's delays
+                # are whole ms; the # line gives the rate reached).
                 interval_ms = CONNECTIONS * 1000.0 / (sat["rps"] / 2)
-                delay_ms = max(1, int(round(interval_ms)))
                 half_script = os.path.join(work, "half.lua")
+                probe_ms = max(1, int(round(interval_ms)))
+                _wrk_script(half_script, body, probe_ms)
+                probe = _wrk(url, half_script, 3, wrk_threads, log)
+                answer_ms = max(0.0, CONNECTIONS * 1000.0 / probe["rps"] - probe_ms)
+                delay_ms = max(1, int(round(interval_ms - answer_ms)))
                 _wrk_script(half_script, body, delay_ms)
                 half = _wrk(url, half_script, seconds, wrk_threads, log)
                 runs[mode] = {"sat": sat, "half": half, "delay_ms": delay_ms,
