@@ -2,7 +2,8 @@
 // machine's peak), elementwise add and a full reduction (GB/s, also against memcpy
 // measured in the same run). Ours runs each op as a one-node graph on fed inputs with
 // intra_op_threads = bench::threads() (2 unless BENCH_THREADS says otherwise); the peers
-// get the same shapes and as many threads.
+// get the same shapes and as many threads. elementwise_chain is an internal ratio: a
+// chain of elementwise nodes with the elementwise fusion pass on and off.
 #include <actorflow/actorflow.h>
 
 #include <cmath>
@@ -134,6 +135,49 @@ bench::Prepared elementwise(const bench::Params& p) {
   return prep;
 }
 
+// GELU in its tanh form, 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))), written as 9
+// elementwise nodes: run as one _FusedElementwise node (the elementwise fusion pass) and
+// with the pass off, 9 nodes and 8 intermediate tensors. An internal ratio.
+bench::Prepared elementwise_chain(const bench::Params& p) {
+  const int64_t e = p.at("elements");
+  const int reps = static_cast<int>(p.at("reps"));
+  struct Chain {
+    af::Graph g;
+    af::Output x, y;
+    std::unique_ptr<af::Session> fused, unfused;
+    af::Callable fused_step, unfused_step;
+    af::Tensor in;
+  };
+  auto f = std::make_shared<Chain>();
+  f->x = af::placeholder(f->g, af::f32, {e}, "x");
+  af::Output cube = f->x * f->x * f->x;
+  f->y = f->x * (af::tanh((f->x + cube * 0.044715) * 0.79788456) + 1.0) * 0.5;
+  af::SessionOptions opts;
+  opts.intra_op_threads = bench::threads();
+  f->fused = std::make_unique<af::Session>(af::Session::create(f->g, opts).value());
+  opts.optimizer.fuse_elementwise = false;
+  f->unfused = std::make_unique<af::Session>(af::Session::create(f->g, opts).value());
+  f->fused_step = bench::must(f->fused->make_callable({f->y}, {f->x}), "make_callable");
+  f->unfused_step = bench::must(f->unfused->make_callable({f->y}, {f->x}), "make_callable");
+  f->in = af::Tensor::filled(af::f32, {e}, 1.0);
+  auto side = [f, e, reps](bool fused) {
+    return [f, e, reps, fused] {
+      af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
+      auto t0 = bench::Clock::now();
+      for (int r = 0; r < reps; ++r) out = (fused ? f->fused_step : f->unfused_step)({f->in});
+      double s = bench::seconds_since(t0);
+      const float got = bench::must(out, "gelu")[0].data<float>()[e - 1];
+      bench::check(std::fabs(got - 0.8411920f) < 1e-5f, "gelu");
+      return s * 1e3 / reps;
+    };
+  };
+  bench::Prepared prep;
+  std::string words = "ActorFlow local session, intra_op_threads=" + std::to_string(bench::threads()) + ", Session::make_callable";
+  prep.sides.push_back({"ours", words + ", the chain as one fused node", side(true)});
+  prep.sides.push_back({"unfused", words + ", fuse_elementwise off: 9 nodes", side(false)});
+  return prep;
+}
+
 bench::Prepared reduction(const bench::Params& p) {
   const int64_t e = p.at("elements");
   const int reps = static_cast<int>(p.at("reps"));
@@ -189,6 +233,17 @@ BENCH_CASE(bench::Case{.name = "elementwise",
                          return bench::Params{{{"elements", k16M}, {"reps", 2}}, {{"kind", "add"}}};
                        },
                        .prepare = elementwise});
+
+BENCH_CASE(bench::Case{.name = "elementwise_chain",
+                       .unit = "ms",
+                       .higher_is_better = false,
+                       .work = "GELU (tanh form) as 9 f32 elementwise nodes over 4M elements",
+                       .params = [](bool) {
+                         return bench::Params{{{"elements", int64_t{1} << 22}, {"reps", 5}}, {{"kind", "gelu"}}};
+                       },
+                       .prepare = elementwise_chain,
+                       .note = "internal ratio: fused / unfused",
+                       .internal = true});
 
 BENCH_CASE(bench::Case{.name = "reduction",
                        .unit = "GB/s",
