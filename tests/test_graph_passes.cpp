@@ -7,6 +7,7 @@
 
 #include <actorflow/actorflow.h>
 #include <actorflow/runtime/actor_count.h>
+#include <actorflow/runtime/run_path.h>
 
 #include <random>
 
@@ -28,9 +29,12 @@ af::SessionOptions passes(bool fold, bool cse, bool prune, bool fuse = false) {
   return o;
 }
 
-// Node actors spawned to prepare and run `fetches` once; checks the value too.
+// Node actors spawned to prepare and run `fetches` once; checks the value too. The
+// counts are of one actor per node: cheap nodes stay out of their producers' actors
+// and off the caller's thread here.
 int64_t actors_for(af::Graph& g, const af::SessionOptions& opts, const std::vector<af::Fetch>& fetches,
                    const af::FeedDict& feeds, const std::vector<float>& want) {
+  af::runtime::ScopedRunPath one_actor_per_node(af::runtime::RunPath{false, false});
   auto sess = af::Session::create(g, opts).value();
   int64_t before = af::runtime::node_actors_spawned();
   auto out = sess.run(fetches, feeds);

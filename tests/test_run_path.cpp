@@ -14,6 +14,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -223,4 +225,93 @@ TEST_CASE("steps on the caller's thread and in colocated actors are traced node 
     for (size_t pos = json.find(name); pos != std::string::npos; pos = json.find(name, pos + 1)) ++seen;
     CHECK_MESSAGE(seen == 3, json.substr(0, 400));
   }
+}
+
+namespace {
+
+// Random DAGs of known, small shapes, so that many nodes are cheap: chains and diamonds
+// of them colocate behind the non-cheap ones (Sum, MatMul, Softmax), and some graphs are
+// cheap all through and run on the caller's thread. A few control edges join random
+// earlier and later nodes.
+struct RandomGraph {
+  af::Graph g;
+  af::Output x;
+  std::vector<af::Output> fetches;
+};
+
+void build(RandomGraph& rg, std::mt19937& rng) {
+  auto& g = rg.g;
+  rg.x = af::placeholder(g, af::f32, {2, 4}, "x");
+  auto w = af::constant(g, af::Tensor::from({{0.5f, -1.f, 0.f, 2.f}, {1.f, 0.25f, -0.5f, 0.f},
+                                             {0.f, 1.f, 1.f, -1.f}, {2.f, 0.f, 0.5f, 0.5f}}));
+  std::vector<af::Output> pool{rg.x};
+  int n = 4 + static_cast<int>(rng() % 28);
+  for (int i = 0; i < n; ++i) {
+    auto pick = [&] { return pool[rng() % pool.size()]; };
+    af::Output a = pick(), b = pick(), y;
+    switch (rng() % 10) {
+      case 0: y = a + b; break;
+      case 1: y = a - b; break;
+      case 2: y = a * b; break;
+      case 3: y = af::maximum(a, b); break;
+      case 4: y = af::tanh(a); break;
+      case 5: y = af::identity(a); break;
+      case 6: y = a * 0.5; break;
+      case 7: y = af::reduce_sum(a, {-1}, true) + b; break;  // Sum: not cheap
+      case 8: y = af::matmul(a, w); break;                     // MatMul: not cheap
+      default: y = af::relu(a - 0.25); break;
+    }
+    pool.push_back(y);
+  }
+  for (int i = 0; i < 3; ++i) {
+    int later = static_cast<int>(rng() % static_cast<unsigned>(g.num_nodes()));
+    if (later == 0) continue;
+    int earlier = static_cast<int>(rng() % static_cast<unsigned>(later));
+    (void)g.add_control_input(later, earlier);
+  }
+  int k = 1 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < k; ++i) rg.fetches.push_back(pool[pool.size() - 1 - rng() % std::min<size_t>(pool.size() - 1, 6)]);
+}
+
+}  // namespace
+
+TEST_CASE("property: 200 random graphs give the same bits on one actor per node, colocated, and on the caller's thread") {
+  std::mt19937 rng(1313);
+  int colocated = 0, on_caller = 0;
+  for (int gi = 0; gi < 200; ++gi) {
+    RandomGraph rg;
+    build(rg, rng);
+    std::vector<af::Fetch> fetches(rg.fetches.begin(), rg.fetches.end());
+    std::vector<std::unique_ptr<af::Session>> sessions;
+    std::vector<int64_t> actors;
+    for (RunPath path : {kOneActorPerNode, kColocateOnly, kAll}) {
+      ScopedRunPath p(path);
+      sessions.push_back(std::make_unique<af::Session>(af::Session::create(rg.g).value()));
+      // Prepared now, under this run path.
+      int64_t before = af::runtime::node_actors_spawned();
+      std::vector<float> v(8, 1.0f);
+      REQUIRE(sessions.back()->run(fetches, {{rg.x, af::Tensor::from_vector(v, {2, 4})}}).ok());
+      actors.push_back(af::runtime::node_actors_spawned() - before);
+    }
+    CHECK(actors[1] <= actors[0]);
+    CHECK(actors[2] <= actors[1]);
+    colocated += actors[1] < actors[0] ? 1 : 0;
+    on_caller += actors[2] == 0 && actors[0] > 0 ? 1 : 0;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<float> v(8);
+      for (auto& e : v) e = static_cast<float>(static_cast<int>(rng() % 21) - 10) / 4.0f;
+      af::FeedDict feed{{rg.x, af::Tensor::from_vector(v, {2, 4})}};
+      auto ref = sessions[0]->run(fetches, feed);
+      REQUIRE_MESSAGE(ref.ok(), ref.status().to_string());
+      for (size_t k = 1; k < sessions.size(); ++k) {
+        auto got = sessions[k]->run(fetches, feed);
+        REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+        for (size_t f = 0; f < ref->size(); ++f) CHECK_MESSAGE((*ref)[f].equals((*got)[f]), "graph " << gi << " path " << k);
+      }
+    }
+  }
+  // The generator exercises both mechanisms, not just one of them.
+  CHECK(colocated > 50);
+  CHECK(on_caller > 20);
+  MESSAGE("colocated in " << colocated << " graphs, on the caller's thread in " << on_caller);
 }

@@ -5,6 +5,7 @@
 #include <actorflow/allocator.h>
 #include <actorflow/op_registry.h>
 #include <actorflow/runtime/actor_count.h>
+#include <actorflow/runtime/run_path.h>
 #include <actorflow/tensor_codec.h>
 
 #include <algorithm>
@@ -263,7 +264,9 @@ TEST_CASE("one actor per node that is not bound as a constant") {
     return n;
   };
 
-  // Elementwise fusion would run Add and Relu as one node.
+  // Elementwise fusion would run Add and Relu as one node, and the run path would run
+  // the Identity in its producer's actor.
+  af::runtime::ScopedRunPath one_actor_per_node(af::runtime::RunPath{false, false});
   af::SessionOptions opts;
   opts.optimizer.fuse_elementwise = false;
   auto sess = af::Session::create(g, opts).value();

@@ -16,7 +16,7 @@ bool env_flag(const char* name, bool fallback) {
   return fallback;
 }
 
-constexpr bool kOnByDefault = false;
+constexpr bool kOnByDefault = true;
 
 // Two flags rather than a mutex-guarded struct: read once per prepared plan, from any thread.
 std::atomic<bool> g_caller{env_flag("AF_CALLER_RUNS_CHEAP_STEPS", kOnByDefault)};

@@ -1,7 +1,7 @@
 // Process-wide switches of the low-latency run path (issue 13, sections 3 and 4), read
-// when a kind of step is prepared. AF_CALLER_RUNS_CHEAP_STEPS and AF_COLOCATE_CHEAP_OPS
-// (0 or 1) set them for a whole process (A/B benchmarks); tests that count one actor
-// per node turn them off around their sessions.
+// when a kind of step is prepared. Both are on by default; AF_CALLER_RUNS_CHEAP_STEPS and
+// AF_COLOCATE_CHEAP_OPS (0 or 1) set them for a whole process (A/B benchmarks); tests
+// that count one actor per node turn them off around their sessions.
 #pragma once
 
 namespace actorflow::runtime {
@@ -10,10 +10,10 @@ struct RunPath {
   // A plan whose every node is cheap (see cheap_ops.h) runs on the thread that called
   // run(): no actor, no message, no thread hand-off. TF's executor runs inexpensive
   // kernels inline the same way.
-  bool caller_runs_cheap_steps = false;
+  bool caller_runs_cheap_steps = true;
   // A cheap node whose every input comes from one actor runs in that actor, right after
   // its producer, instead of in an actor of its own: fewer actors and fewer messages.
-  bool colocate_cheap_ops = false;
+  bool colocate_cheap_ops = true;
 };
 
 RunPath run_path();
