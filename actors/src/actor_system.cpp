@@ -3,8 +3,26 @@
 #include <cstdlib>
 
 #include "actorflow/ops/cpu_device.h"
+#include "actorflow/runtime/scheduler_polling.h"
+
+#include <atomic>
+#include <mutex>
 
 namespace actorflow::runtime {
+namespace {
+
+std::mutex g_polling_mu;
+SchedulerPolling g_polling;
+bool g_started = false;
+
+}  // namespace
+
+Status set_scheduler_polling(SchedulerPolling p) {
+  std::lock_guard<std::mutex> lock(g_polling_mu);
+  if (g_started) return failed_precondition("the actor scheduler has already started; set its polling before the first session");
+  g_polling = p;
+  return Status::OK();
+}
 
 caf::actor_system& actor_system() {
   // Built once and never destroyed: node actors of sessions still closing at exit may
@@ -16,12 +34,21 @@ caf::actor_system& actor_system() {
     size_t threads = static_cast<size_t>(cpu_thread_budget());
     if (threads < 2) threads = 2;
     cfg->set("scheduler.max-threads", threads);
-    // Poll hard for a while before backing off: a step's next message usually comes
-    // within microseconds, and a sleeping worker takes ~100 us to wake on our VMs.
-    size_t aggressive = 2000;
+    // Poll hard for a while before backing off (unless the cores are shared: see
+    // scheduler_polling.h): a step's next message usually comes within microseconds,
+    // and a sleeping worker takes ~100 us to wake on our VMs.
+    SchedulerPolling polling;
+    {
+      std::lock_guard<std::mutex> lock(g_polling_mu);
+      g_started = true;
+      polling = g_polling;
+    }
+    size_t aggressive = static_cast<size_t>(polling.spin_polls);
     if (const char* v = std::getenv("AF_CAF_AGGRESSIVE_POLLS")) aggressive = std::strtoull(v, nullptr, 10);
     cfg->set("work-stealing.aggressive-poll-attempts", aggressive);
-    cfg->set("work-stealing.moderate-poll-attempts", size_t{200});
+    size_t moderate = static_cast<size_t>(polling.sleep_polls);
+    if (const char* v = std::getenv("AF_CAF_MODERATE_POLLS")) moderate = std::strtoull(v, nullptr, 10);
+    cfg->set("work-stealing.moderate-poll-attempts", moderate);
     cfg->set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
     cfg->set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(5)});
     cfg->set("logger.verbosity", caf::atom("quiet"));

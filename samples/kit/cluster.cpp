@@ -1,5 +1,7 @@
 #include "cluster.h"
 
+#include <actorflow/runtime/scheduler_polling.h>
+
 #include <arpa/inet.h>
 
 #include <csignal>
@@ -82,6 +84,10 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
     return t;
   }
   t->distributed = true;
+  // Cluster tasks share their machine's cores with each other (a ps and its workers on
+  // one host, each worker with its own daemon): idle scheduler threads must not poll.
+  if (af::Status s = af::runtime::set_scheduler_polling(af::runtime::SchedulerPolling::shared_cores()); !s.ok())
+    std::cerr << program << ": " << s.to_string() << " (idle scheduler threads keep polling)" << std::endl;
   t->spec = *spec;
   t->self = spec->self().to_string();
   const std::string& job = spec->self().job;
