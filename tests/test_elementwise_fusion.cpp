@@ -9,7 +9,10 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/layers.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -431,4 +434,24 @@ TEST_CASE("a hand-built _FusedElementwise node: shape inference, and a program i
                               {"args", af::AttrValue(af::AttrValue::Ints{0, -1})}}});
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().message().find("cannot be fused") != std::string::npos);
+}
+
+// Run by the case below in a child process with AF_FUSE_ELEMENTWISE=0 (the switch is read
+// once per process); in any other process it checks the pass is on.
+TEST_CASE("env switch child: nothing fuses under AF_FUSE_ELEMENTWISE=0") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {4}, "x");
+  auto y = af::relu(af::exp(x) * 2.0f);
+  const char* e = std::getenv("AF_FUSE_ELEMENTWISE");
+  const bool off = e && std::string(e) == "0";
+  auto p = plan_of(g, {y}, {{x, af::Tensor::from({1.f, -1.f, 0.f, 2.f})}});
+  CHECK(p->stats().fused_elementwise == (off ? 0 : 1));
+}
+
+TEST_CASE("AF_FUSE_ELEMENTWISE=0 turns the pass off for the process") {
+  char self[4096] = {};
+  REQUIRE(::readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  const std::string cmd = std::string("AF_FUSE_ELEMENTWISE=0 '") + self +
+                          "' --test-case='env switch child*' --no-intro --no-version >/dev/null 2>&1";
+  CHECK(std::system(cmd.c_str()) == 0);
 }
