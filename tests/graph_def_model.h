@@ -180,6 +180,9 @@ inline Model build_model() {
   raw("ProdOfOthers", {y}, {{"axes", af::AttrValue::Ints{1}}});
   // What the plan-time fusion pass writes (graph_passes.cpp): MatMul + BiasAdd + Relu.
   raw("_FusedMatMul", {x, w, b}, {{"relu", true}});
+  // And its elementwise fusion (elementwise_fusion.cpp): relu(x * 2).
+  raw("_FusedElementwise", {x, af::constant(g, 2.0f)},
+      {{"ops", af::AttrValue::Strings{"Mul", "Relu"}}, {"args", af::AttrValue::Ints{0, 1, 2, -1}}});
 
   // Losses and metrics.
   auto dense = keep(af::bias_add(af::matmul(x, w), b, "dense"));
