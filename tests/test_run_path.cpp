@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/kernel.h>
+#include <actorflow/op_registry.h>
 #include <actorflow/runtime/actor_count.h>
 #include <actorflow/runtime/run_path.h>
 
@@ -26,9 +28,30 @@ using af::runtime::ScopedRunPath;
 
 namespace {
 
-constexpr RunPath kOneActorPerNode{false, false};
-constexpr RunPath kColocateOnly{false, true};
-constexpr RunPath kAll{true, true};
+// Passes its input through and records the thread it ran on: where a step ran.
+std::atomic<std::thread::id> g_ran_on;
+class ThreadRecordingKernel : public af::OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void compute(af::OpKernelContext& ctx) override {
+    g_ran_on.store(std::this_thread::get_id());
+    ctx.set_output(0, ctx.input(0));
+  }
+};
+
+}  // namespace
+
+AF_REGISTER_OP("TestThreadRecording").inputs(1).shape_fn([](af::ShapeContext& c) {
+  c.set_output(0, c.input_dtype(0), c.input_shape(0));
+  return af::Status::OK();
+});
+AF_REGISTER_KERNEL("TestThreadRecording", af::DeviceType::CPU, ThreadRecordingKernel);
+
+namespace {
+
+constexpr RunPath kOneActorPerNode{false, false, false};
+constexpr RunPath kColocateOnly{false, true, false};
+constexpr RunPath kAll{true, true, true};
 
 // sum(x) -> 10 x (y * 2 - 1) -> max(y, sum): the Sum is not cheap (it gets an actor and
 // takes the feed); the 20 scalar ops and the Maximum after it are.
@@ -314,4 +337,74 @@ TEST_CASE("property: 200 random graphs give the same bits on one actor per node,
   CHECK(colocated > 50);
   CHECK(on_caller > 20);
   MESSAGE("colocated in " << colocated << " graphs, on the caller's thread in " << on_caller);
+}
+
+namespace {
+
+af::Output recording(af::Graph& g, af::Output in, const std::string& name) {
+  af::NodeSpec spec;
+  spec.op = "TestThreadRecording";
+  spec.name = name;
+  spec.inputs = {in};
+  return g.add_node(spec)->output(0);
+}
+
+}  // namespace
+
+TEST_CASE("a serial plan runs on the caller's thread unless its step has a deadline; branches stay on the actors") {
+  ScopedRunPath p(kAll);
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {2, 4}, "x");
+  auto w = af::constant(g, af::Tensor::filled(af::f32, {4, 4}, 0.5));
+  // MatMul -> Relu -> MatMul -> recorder: the costly kernels lie on one path.
+  auto y = recording(g, af::matmul(af::relu(af::matmul(x, w)), w), "rec");
+  // Two MatMuls side by side: the actors may overlap them.
+  auto branches = recording(g, af::matmul(x, w) + af::matmul(x * 2.0, w), "rec2");
+  af::Tensor in = af::Tensor::filled(af::f32, {2, 4}, 1.0);
+
+  std::vector<af::Tensor> want;
+  int64_t want_actors = 0;
+  {
+    ScopedRunPath off(kOneActorPerNode);
+    auto sess = af::Session::create(g).value();
+    int64_t before = af::runtime::node_actors_spawned();
+    want = sess.run({y, branches}, {{x, in}}).value();
+    want_actors = af::runtime::node_actors_spawned() - before;
+  }
+  auto sess = af::Session::create(g).value();
+  int64_t before = af::runtime::node_actors_spawned();
+  auto r = sess.run({y}, {{x, in}});
+  REQUIRE(r.ok());
+  // Its actors exist all the same (for steps with a deadline): the MatMuls and the
+  // recorder; the Relu runs in its MatMul's actor.
+  CHECK(af::runtime::node_actors_spawned() - before == 3);
+  CHECK((*r)[0].equals(want[0]));
+  CHECK(g_ran_on.load() == std::this_thread::get_id());
+
+  af::RunOptions ro;
+  ro.timeout_ms = 10000;
+  r = sess.run(ro, {y}, {{x, in}}, {});
+  REQUIRE(r.ok());
+  CHECK((*r)[0].equals(want[0]));
+  CHECK(g_ran_on.load() != std::this_thread::get_id());
+
+  r = sess.run({branches}, {{x, in}});
+  REQUIRE(r.ok());
+  CHECK((*r)[0].equals(want[1]));
+  CHECK(g_ran_on.load() != std::this_thread::get_id());
+  CHECK(want_actors > 0);
+
+  // Concurrent callers each run their own steps.
+  auto call = sess.make_callable({y}, {x}).value();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        auto out = call({in});
+        if (!out.ok() || !(*out)[0].equals(want[0])) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong.load() == 0);
 }

@@ -117,6 +117,8 @@ class ActorExecutor final : public Executor {
     caller_runs_ = path.caller_runs_cheap_steps && !any_encoded;
     for (size_t i = 0; i < nodes.size() && caller_runs_; ++i)
       if (!cheap[i] && !inert_candidate(i)) caller_runs_ = false;
+    serial_ = path.caller_runs_serial_steps && !any_encoded && !caller_runs_ &&
+              serial(producers, cheap, inert_candidate);
     if (path.colocate_cheap_ops && !caller_runs_) colocate(producers, cheap, encoded);
 
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -165,9 +167,9 @@ class ActorExecutor final : public Executor {
     return Status::OK();
   }
 
-  std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step) override {
+  std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step, bool has_deadline) override {
     auto state = std::make_shared<StepState>(global_step, num_results_, pending_ + 1);
-    if (caller_runs_) {
+    if (caller_runs_ || (serial_ && !has_deadline)) {
       run_here(feeds, *state);
       return state;
     }
@@ -241,7 +243,7 @@ class ActorExecutor final : public Executor {
   }
 
  private:
-  // A step of an all-cheap plan, on the caller's thread. The count of such steps lets
+  // A step of an all-cheap or serial plan, on the caller's thread. The count of such steps lets
   // shutdown wait for them: they read the graph, as a kernel inside an actor does.
   void run_here(const std::vector<Tensor>& feeds, StepState& state) {
     running_here_.fetch_add(1);
@@ -294,6 +296,53 @@ class ActorExecutor final : public Executor {
     return order;
   }
 
+  // Whether the actors could never run two kernels of one step at once, so that the
+  // caller's thread loses nothing by running the step itself: every node is synchronous
+  // and stateless (steps may then run concurrently, in any order), and the nodes that are
+  // not cheap lie on one path. An MLP's forward pass is such a plan; two independent
+  // branches are not.
+  template <class Inert>
+  bool serial(const std::vector<std::vector<int>>& producers, const std::vector<char>& cheap, Inert inert) const {
+    // Beyond this the reachability checks cost more than the plan is worth.
+    constexpr size_t kMaxNodes = 4096;
+    const auto& nodes = shared_->nodes;
+    size_t n = nodes.size();
+    if (n > kMaxNodes) return false;
+    std::vector<int> heavy;
+    for (int i : order_) {
+      const NodeRuntime& rt = nodes[static_cast<size_t>(i)];
+      if (inert(static_cast<size_t>(i))) continue;
+      if (!is_stateless_sync(*rt.node, *rt.kernel)) return false;
+      if (!cheap[static_cast<size_t>(i)]) heavy.push_back(i);
+    }
+    if (heavy.empty()) return false;
+    std::vector<std::vector<int>> consumers(n);
+    for (size_t i = 0; i < n; ++i)
+      for (int p : producers[i])
+        if (p >= 0) consumers[static_cast<size_t>(p)].push_back(static_cast<int>(i));
+    // Consecutive heavy nodes (in topological order) joined by a path join them all.
+    std::vector<int> seen(n, -1);
+    std::vector<int> stack;
+    for (size_t k = 0; k + 1 < heavy.size(); ++k) {
+      int from = heavy[k], to = heavy[k + 1];
+      bool found = false;
+      stack.assign(1, from);
+      seen[static_cast<size_t>(from)] = static_cast<int>(k);
+      while (!stack.empty() && !found) {
+        int u = stack.back();
+        stack.pop_back();
+        for (int c : consumers[static_cast<size_t>(u)]) {
+          if (c == to) found = true;
+          if (seen[static_cast<size_t>(c)] == static_cast<int>(k)) continue;
+          seen[static_cast<size_t>(c)] = static_cast<int>(k);
+          stack.push_back(c);
+        }
+      }
+      if (!found) return false;
+    }
+    return true;
+  }
+
   // Places each cheap node whose every per-step input comes from one actor into that
   // actor, after its producers (issue 13, section 3). Only a synchronous head takes
   // members: an async one finishes in a later message. A fed input or an encoded edge
@@ -333,7 +382,8 @@ class ActorExecutor final : public Executor {
   std::vector<FeedRoute> feeds_;
   std::vector<int> sources_;
   std::vector<int> order_;  // topological
-  bool caller_runs_ = false;
+  bool caller_runs_ = false;  // every step, on the caller's thread (no actors)
+  bool serial_ = false;       // steps without a deadline, on the caller's thread
   std::atomic<int> running_here_{0};
   std::atomic<bool> closing_here_{false};
   int num_results_ = 0;

@@ -26,10 +26,16 @@ bool listed(const std::string_view (&ops)[N], const std::string& op) {
 
 }  // namespace
 
-bool is_cheap(const Node& node, OpKernel& kernel) {
+bool is_stateless_sync(const Node& node, OpKernel& kernel) {
   if (kernel.as_async()) return false;
   const OpDef* def = OpRegistry::global().find(node.op);
-  if (!def || def->stateful || def->expensive) return false;
+  return def && !def->stateful;
+}
+
+bool is_cheap(const Node& node, OpKernel& kernel) {
+  if (!is_stateless_sync(node, kernel)) return false;
+  const OpDef* def = OpRegistry::global().find(node.op);
+  if (def->expensive) return false;
   if (listed(kMetadataOps, node.op)) return true;
   if (!listed(kElementwiseOps, node.op)) return false;
   for (const Shape& s : node.output_shapes)

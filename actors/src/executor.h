@@ -51,8 +51,13 @@ class Executor {
  public:
   virtual ~Executor() = default;
   // Starts one step with one tensor per planned feed (already validated); the returned
-  // state completes when every fetch and target has reported.
-  virtual std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step) = 0;
+  // state completes when every fetch and target has reported. A step may run to its end
+  // on the calling thread (see run_path.h); `has_deadline` keeps a plan of heavy
+  // kernels on the actors, so that the caller can stop waiting at the deadline.
+  virtual std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step, bool has_deadline) = 0;
+  std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step) {
+    return start(feeds, global_step, true);
+  }
   // Stops the actors and cancels steps in flight.
   virtual void shutdown() = 0;
   virtual int num_actors() const = 0;

@@ -62,7 +62,7 @@ class LocalSession final : public SessionImpl {
     int64_t timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : opts_.step_timeout_ms;
     auto t0 = std::chrono::steady_clock::now();
     auto deadline = timeout_ms > 0 ? t0 + std::chrono::milliseconds(timeout_ms) : StepState::kNoDeadline;
-    auto state = ex.start(feeds, ++global_step_);
+    auto state = ex.start(feeds, ++global_step_, timeout_ms > 0);
     if (!state->wait(ex.spin_budget(), deadline))
       return deadline_exceeded("the step did not finish within " + std::to_string(timeout_ms) + " ms");
     ex.record_step(std::chrono::steady_clock::now() - t0);

@@ -1,7 +1,8 @@
 // Process-wide switches of the low-latency run path (issue 13, sections 3 and 4), read
-// when a kind of step is prepared. Both are on by default; AF_CALLER_RUNS_CHEAP_STEPS and
-// AF_COLOCATE_CHEAP_OPS (0 or 1) set them for a whole process (A/B benchmarks); tests
-// that count one actor per node turn them off around their sessions.
+// when a kind of step is prepared. All are on by default; AF_CALLER_RUNS_CHEAP_STEPS,
+// AF_CALLER_RUNS_SERIAL_STEPS and AF_COLOCATE_CHEAP_OPS (0 or 1) set them for a whole
+// process (A/B benchmarks); tests that count one actor per node turn them off around
+// their sessions.
 #pragma once
 
 namespace actorflow::runtime {
@@ -14,6 +15,11 @@ struct RunPath {
   // A cheap node whose every input comes from one actor runs in that actor, right after
   // its producer, instead of in an actor of its own: fewer actors and fewer messages.
   bool colocate_cheap_ops = true;
+  // A plan of stateless synchronous kernels whose costly ones lie on one path (an MLP's
+  // forward pass) runs on the caller's thread too, unless the step has a deadline: the
+  // actors could not overlap its kernels anyway, and each hop costs a thread hand-off.
+  // Its actors still exist for steps with a deadline.
+  bool caller_runs_serial_steps = true;
 };
 
 RunPath run_path();
