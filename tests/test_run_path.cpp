@@ -272,7 +272,7 @@ void build(RandomGraph& rg, std::mt19937& rng) {
   for (int i = 0; i < n; ++i) {
     auto pick = [&] { return pool[rng() % pool.size()]; };
     af::Output a = pick(), b = pick(), y;
-    switch (rng() % 10) {
+    switch (rng() % 13) {
       case 0: y = a + b; break;
       case 1: y = a - b; break;
       case 2: y = a * b; break;
@@ -282,6 +282,9 @@ void build(RandomGraph& rg, std::mt19937& rng) {
       case 6: y = a * 0.5; break;
       case 7: y = af::reduce_sum(a, {-1}, true) + b; break;  // Sum: not cheap
       case 8: y = af::matmul(a, w); break;                     // MatMul: not cheap
+      case 9: y = af::softmax(a); break;
+      case 10: y = af::transpose(af::transpose(a) * 2.0); break;
+      case 11: y = af::slice(af::concat({a, b}, 1), {0, 2}, {2, 4}); break;
       default: y = af::relu(a - 0.25); break;
     }
     pool.push_back(y);

@@ -10,12 +10,13 @@ namespace {
 // O(1) whatever the tensor: they forward or describe their input.
 constexpr std::string_view kMetadataOps[] = {"Identity", "StopGradient", "NoOp", "Shape", "Size", "Rank"};
 
-// One pass over their output.
+// Work in proportion to their output (elementwise, or copies and softmax over it).
 constexpr std::string_view kElementwiseOps[] = {
     "Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum", "SquaredDifference", "Equal", "NotEqual", "Less",
     "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Neg", "Abs", "Sign",
     "Square", "Relu", "Exp", "Log", "Sqrt", "Rsqrt", "Sigmoid", "Tanh", "Softplus", "Cast", "BiasAdd", "Select",
-    "ZerosLike", "OnesLike", "Reshape", "ExpandDims", "Squeeze", "_FusedElementwise"};
+    "ZerosLike", "OnesLike", "Reshape", "ExpandDims", "Squeeze", "_FusedElementwise", "Softmax", "LogSoftmax",
+    "Transpose", "Slice", "Concat", "Pad", "Tile", "OneHot", "Gather", "Split", "SplitV", "Fill"};
 
 template <size_t N>
 bool listed(const std::string_view (&ops)[N], const std::string& op) {

@@ -10,7 +10,8 @@ namespace actorflow::runtime {
 constexpr int64_t kCheapElements = 4096;
 
 // True for a synchronous, stateless kernel that either only moves metadata (Identity,
-// Shape, ...) or is elementwise with every output shape known and small. Stateful ops
+// Shape, ...) or works in proportion to its output (elementwise ops, copies such as
+// Slice and Concat, softmax) with every output shape known and small. Stateful ops
 // (variables, random streams) keep their actors: their order across steps is the
 // actors' job.
 bool is_cheap(const Node& node, OpKernel& kernel);
