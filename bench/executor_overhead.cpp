@@ -2,7 +2,9 @@
 // the round trip of a one-node graph, and pipelining of two independent heavy branches.
 // Ours and each peer run alternately (bench/harness/bench.h); `--quick` for fewer pairs.
 #include <actorflow/actorflow.h>
+#include <actorflow/runtime/run_path.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +23,16 @@ std::string ours_threads(int intra) {
          "steps through Session::make_callable";
 }
 
+// The run path's switches (runtime::RunPath) for the sessions a case prepares.
+constexpr af::runtime::RunPath kOneActorPerNode{false, false, false};
+constexpr af::runtime::RunPath kColocated{false, true, false};
+
+std::string run_path_words(const af::runtime::RunPath& p) {
+  if (p.caller_runs_cheap_steps) return "; the plan is all cheap nodes, so each step runs on the caller's thread (run path)";
+  if (p.colocate_cheap_ops) return "; on the actors, cheap nodes colocated in their producer's actor";
+  return "; on the actors, one actor per node";
+}
+
 // The graph and session of one case, kept alive by the samplers that share them.
 struct Fixture {
   af::Graph g;
@@ -30,6 +42,38 @@ struct Fixture {
   // The prepared step (Session::make_callable): the path an inference loop uses.
   af::Callable step;
 };
+
+// A callable of a 1,000-node chain of scalar adds, prepared under `path`; the sample is
+// microseconds per node.
+std::shared_ptr<Fixture> make_chain(int n, const af::runtime::RunPath& path) {
+  af::runtime::ScopedRunPath scoped(path);
+  auto f = std::make_shared<Fixture>();
+  f->x = af::placeholder(f->g, af::f32, {}, "x");
+  auto one = af::constant(f->g, 1.0f, "one");
+  af::Output y = f->x;
+  for (int i = 0; i < n; ++i) y = y + one;
+  f->y = y;
+  af::SessionOptions opts;
+  opts.intra_op_threads = bench::threads();
+  opts.optimizer.fuse_elementwise = false;
+  f->sess = std::make_unique<af::Session>(af::Session::create(f->g, opts).value());
+  f->step = bench::must(f->sess->make_callable({f->y}, {f->x}), "make_callable");
+  f->in = af::Tensor::scalar(0.0f);
+  return f;
+}
+
+std::function<double()> chain_sample(std::shared_ptr<Fixture> f, int n, int reps) {
+  return [f, n, reps] {
+    double total = 0;
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = bench::Clock::now();
+      auto out = f->step({f->in});
+      total += bench::seconds_since(t0);
+      bench::check(bench::must(out, "chain")[0].item<float>() == static_cast<float>(n), "chain");
+    }
+    return total * 1e6 / (static_cast<double>(n) * reps);
+  };
+}
 
 bench::Prepared chain(const bench::Params& p) {
   const int n = static_cast<int>(p.at("n"));
@@ -49,7 +93,7 @@ bench::Prepared chain(const bench::Params& p) {
   f->step = bench::must(f->sess->make_callable({f->y}, {f->x}), "make_callable");
   f->in = af::Tensor::scalar(0.0f);
   bench::Prepared prep;
-  prep.sides.push_back({"ours", ours_threads(bench::threads()), [f, n, reps] {
+  prep.sides.push_back({"ours", ours_threads(bench::threads()) + run_path_words(af::runtime::run_path()), [f, n, reps] {
                           double total = 0;
                           for (int r = 0; r < reps; ++r) {
                             auto t0 = bench::Clock::now();
@@ -78,7 +122,8 @@ bench::Prepared step(const bench::Params& p) {
   f->step = bench::must(f->sess->make_callable({f->y}, {f->x}), "make_callable");
   f->in = af::Tensor::scalar(1.0f);
   bench::Prepared prep;
-  std::string words = ours_threads(bench::threads()) + ", a make_callable step of Identity on a fed scalar";
+  std::string words = ours_threads(bench::threads()) + ", a make_callable step of Identity on a fed scalar" +
+                      run_path_words(af::runtime::run_path());
   prep.sides.push_back({"ours", words, [f, reps] {
                           af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
                           auto t0 = bench::Clock::now();
@@ -140,6 +185,52 @@ bench::Prepared pipelining(const bench::Params& p) {
   return prep;
 }
 
+// The actors' own cost, which the run path skips for plans like the two above: the chain
+// with one actor per node against the same chain colocated in one actor.
+bench::Prepared actor_chain(const bench::Params& p) {
+  const int n = static_cast<int>(p.at("n"));
+  const int reps = static_cast<int>(p.at("reps"));
+  bench::Prepared prep;
+  prep.sides.push_back({"ours", ours_threads(bench::threads()) + run_path_words(kOneActorPerNode),
+                        chain_sample(make_chain(n, kOneActorPerNode), n, reps)});
+  prep.sides.push_back({"colocated", ours_threads(bench::threads()) + run_path_words(kColocated),
+                        chain_sample(make_chain(n, kColocated), n, reps)});
+  return prep;
+}
+
+// A one-node step's round trip through an actor (caller -> CAF worker -> caller) against
+// the same step on the caller's thread.
+bench::Prepared actor_step(const bench::Params& p) {
+  const int reps = static_cast<int>(p.at("reps"));
+  auto make = [](const af::runtime::RunPath& path) {
+    af::runtime::ScopedRunPath scoped(path);
+    auto f = std::make_shared<Fixture>();
+    f->x = af::placeholder(f->g, af::f32, {}, "x");
+    f->y = af::identity(f->x);
+    af::SessionOptions opts;
+    opts.intra_op_threads = bench::threads();
+    f->sess = std::make_unique<af::Session>(af::Session::create(f->g, opts).value());
+    f->step = bench::must(f->sess->make_callable({f->y}, {f->x}), "make_callable");
+    f->in = af::Tensor::scalar(1.0f);
+    return f;
+  };
+  auto sample = [reps](std::shared_ptr<Fixture> f) {
+    return [f, reps] {
+      af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
+      auto t0 = bench::Clock::now();
+      for (int r = 0; r < reps; ++r) out = f->step({f->in});
+      double s = bench::seconds_since(t0);
+      bench::check(bench::must(out, "identity")[0].item<float>() == 1.0f, "identity");
+      return s * 1e6 / reps;
+    };
+  };
+  bench::Prepared prep;
+  prep.sides.push_back({"ours", ours_threads(bench::threads()) + run_path_words(kOneActorPerNode), sample(make(kOneActorPerNode))});
+  prep.sides.push_back({"caller-thread", ours_threads(bench::threads()) + run_path_words(af::runtime::RunPath{}),
+                        sample(make(af::runtime::RunPath{}))});
+  return prep;
+}
+
 BENCH_CASE(bench::Case{.name = "executor_overhead",
                        .unit = "us",
                        .higher_is_better = false,
@@ -157,7 +248,7 @@ BENCH_CASE(bench::Case{.name = "step_latency",
                          return bench::Params{{{"reps", 200}}, {{"kind", "one_op"}}};
                        },
                        .prepare = step,
-                       .note = "target: ours <= 20us"});
+                       .note = "target: ours <= 3us (issue 13)"});
 
 BENCH_CASE(bench::Case{.name = "pipelining",
                        .unit = "ms",
@@ -170,6 +261,29 @@ BENCH_CASE(bench::Case{.name = "pipelining",
                        .note = "internal ratio, no external peer; target: ratio <= 0.59 (sequential / together = 1.7x)",
                        .internal = true});
 
+BENCH_CASE(bench::Case{.name = "actor_overhead",
+                       .unit = "us",
+                       .higher_is_better = false,
+                       .work = "the executor_overhead chain on the actors: one actor per node, against one colocated actor",
+                       .params = [](bool) {
+                         return bench::Params{{{"n", 1000}, {"reps", 10}}, {{"kind", "actor_chain"}}};
+                       },
+                       .prepare = actor_chain,
+                       .note = "internal ratio: what an actor hop costs per node",
+                       .internal = true});
+
+BENCH_CASE(bench::Case{.name = "actor_step_latency",
+                       .unit = "us",
+                       .higher_is_better = false,
+                       .work = "the step_latency step through an actor, against the caller's thread",
+                       .params = [](bool) {
+                         return bench::Params{{{"reps", 200}}, {{"kind", "actor_step"}}};
+                       },
+                       .prepare = actor_step,
+                       .note = "internal ratio: the caller -> CAF worker -> caller round trip",
+                       .internal = true});
+
 }  // namespace
 
 int main(int argc, char** argv) { return bench::main(argc, argv); }
+
