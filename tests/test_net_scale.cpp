@@ -279,6 +279,44 @@ TEST_CASE("tensors of 0 bytes, 1 element and 100 MiB cross daemons") {
   }
 }
 
+TEST_CASE("a 600 MiB tensor, over one Cap'n Proto Data field's 512 MiB, crosses daemons as a frame payload") {
+  REQUIRE(aftnet::daemon_built());
+  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  {
+    // Made on worker 0 (the outer product of a fed column with itself), read on worker 1:
+    // its first and last elements and its extremes prove every byte arrived in place.
+    ThreeDaemons c;
+    REQUIRE_MESSAGE(c.started(), c.logs());
+    af::Graph g;
+    af::Output col, outer, ends, lo, hi;
+    {
+      af::DeviceScope d(g, "/job:worker/task:0");
+      col = af::placeholder(g, af::f32, {-1, 1}, "col");
+      outer = af::matmul(col, col, false, true, "outer");
+    }
+    const int64_t n = 12544;  // n * n * 4 bytes = 629,407,744 > 2^29
+    {
+      af::DeviceScope d(g, "/job:worker/task:1");
+      auto flat = af::reshape(outer, {n * n}, "flat");
+      ends = af::concat({af::slice(flat, {0}, {1}), af::slice(flat, {n * n - 1}, {1})}, 0, "ends");
+      lo = af::reduce_min(outer, {}, false, "lo");
+      hi = af::reduce_max(outer, {}, false, "hi");
+    }
+    af::SessionOptions opts;
+    opts.step_timeout_ms = 120000;
+    auto s = af::Session::create(g, c.target(), opts);
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 1.0f + static_cast<float>(i % 7);
+    auto got = s->run({ends, lo, hi}, {{col, af::Tensor::from_vector(v, {n, 1})}});
+    REQUIRE_MESSAGE(got.ok(), got.status().to_string() << "\n" << c.logs());
+    float last = v.back();
+    CHECK((*got)[0].to_vector<float>() == std::vector<float>{1.0f, last * last});
+    CHECK((*got)[1].item<float>() == 1.0f);
+    CHECK((*got)[2].item<float>() == 49.0f);
+  }
+}
+
 TEST_CASE("a tensor over --max_message_bytes between daemons fails its step clearly; the daemons go on serving") {
   REQUIRE(aftnet::daemon_built());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
