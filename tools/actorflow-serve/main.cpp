@@ -10,6 +10,8 @@
 // and exits 0.
 #include <CLI/CLI.hpp>
 
+#include <actorflow/runtime/scheduler_polling.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -69,7 +71,16 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--drain_timeout_ms", ho.drain_timeout_ms, "how long SIGTERM waits for requests in flight")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  bool polling = false;
+  app.add_flag("--scheduler_polling", polling,
+               "idle actor-scheduler threads poll for work between steps (by default they wait: the HTTP threads "
+               "need the cores between steps)");
   CLI11_PARSE(app, argc, argv);
+  // Between steps the cores belong to the HTTP threads parsing the next requests; polling
+  // scheduler threads took them (wrk -c64 on 2 cores, batched: 8,300-10,500 req/s polling
+  // against 11,900-12,900 waiting, and a p99 of 5.9-7.2 ms against 4.2-4.6 at half load).
+  (void)actorflow::runtime::set_scheduler_polling(polling ? actorflow::runtime::SchedulerPolling::standalone()
+                                                          : actorflow::runtime::SchedulerPolling::shared_cores());
 
   // The name goes into URLs and a Prometheus label: keep it to characters both take as they are.
   if (mo.model_name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != std::string::npos) {
