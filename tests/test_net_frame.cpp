@@ -7,6 +7,7 @@
 #include <actorflow/tensor_codec.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -18,14 +19,11 @@ namespace an = actorflow::net;
 
 namespace {
 
-// Feeds `bytes` to a reader in pieces of `chunk` bytes; returns the frames or the error.
-// A frame's payload is placed into `payload_sink` (a buffer per frame) when there is one.
-af::Result<std::vector<an::RawFrame>> read_all(const std::string& bytes, size_t chunk, uint64_t max_body,
-                                               bool authenticated = false) {
-  an::FrameReader reader(max_body);
-  reader.allow_payloads(authenticated);
-  std::vector<an::RawFrame> frames;
-  std::vector<std::string> payloads;
+// Feeds `bytes` to a reader in pieces of `chunk` bytes. `on_frame` sees each frame (and
+// places its payload, if any); `on_payload` runs when a payload has arrived.
+af::Status read_stream(const std::string& bytes, size_t chunk, an::FrameReader& reader,
+                       const std::function<af::Status(an::RawFrame&&)>& on_frame,
+                       const std::function<void()>& on_payload = [] {}) {
   size_t pos = 0;
   while (pos < bytes.size()) {
     size_t n = std::min(chunk, bytes.size() - pos);
@@ -35,16 +33,29 @@ af::Result<std::vector<an::RawFrame>> read_all(const std::string& bytes, size_t 
       if (!used.ok()) return used.status();
       pos += *used;
       n -= *used;
-      if (f) {
-        if (f->payload_bytes) {
-          payloads.emplace_back(f->payload_bytes, '\0');
-          AF_RETURN_IF_ERROR(reader.place_payload({{payloads.back().data(), payloads.back().size()}}));
-        }
-        frames.push_back(std::move(*f));
-      }
+      if (f) AF_RETURN_IF_ERROR(on_frame(std::move(*f)));
+      if (reader.payload_done()) on_payload();
     }
   }
   if (!reader.idle()) return af::data_loss("truncated: " + std::to_string(reader.wanted()) + " bytes missing");
+  return af::Status::OK();
+}
+
+// The frames of a stream; a payload is read into a buffer of its own.
+af::Result<std::vector<an::RawFrame>> read_all(const std::string& bytes, size_t chunk, uint64_t max_body,
+                                               bool authenticated = false) {
+  an::FrameReader reader(max_body);
+  reader.allow_payloads(authenticated);
+  std::vector<an::RawFrame> frames;
+  std::vector<std::string> payloads;
+  AF_RETURN_IF_ERROR(read_stream(bytes, chunk, reader, [&](an::RawFrame&& f) {
+    if (f.payload_bytes) {
+      payloads.emplace_back(f.payload_bytes, '\0');
+      AF_RETURN_IF_ERROR(reader.place_payload({{payloads.back().data(), payloads.back().size()}}));
+    }
+    frames.push_back(std::move(f));
+    return af::Status::OK();
+  }));
   return frames;
 }
 
@@ -54,32 +65,22 @@ af::Result<std::vector<an::Message>> read_messages(const std::string& bytes, siz
   reader.allow_payloads(true);
   std::vector<an::Message> out;
   std::optional<an::Message> pending;
-  size_t pos = 0;
-  while (pos < bytes.size()) {
-    size_t n = std::min(chunk, bytes.size() - pos);
-    while (n > 0) {
-      std::optional<an::RawFrame> f;
-      auto used = reader.consume(bytes.data() + pos, n, &f);
-      if (!used.ok()) return used.status();
-      pos += *used;
-      n -= *used;
-      if (f) {
+  AF_RETURN_IF_ERROR(read_stream(
+      bytes, chunk, reader,
+      [&](an::RawFrame&& f) -> af::Status {
         std::vector<an::PayloadTarget> targets;
-        AF_ASSIGN_OR_RETURN(an::Message m, an::decode_message(*f, max_body, &targets));
-        if (f->payload_bytes == 0) {
+        AF_ASSIGN_OR_RETURN(an::Message m, an::decode_message(f, max_body, &targets));
+        if (f.payload_bytes == 0) {
           out.push_back(std::move(m));
-        } else {
-          pending = std::move(m);
-          AF_RETURN_IF_ERROR(reader.place_payload(std::move(targets)));
+          return af::Status::OK();
         }
-      }
-      if (reader.payload_done()) {
+        pending = std::move(m);
+        return reader.place_payload(std::move(targets));
+      },
+      [&] {
         out.push_back(std::move(*pending));
         pending.reset();
-      }
-    }
-  }
-  if (!reader.idle()) return af::data_loss("truncated: " + std::to_string(reader.wanted()) + " bytes missing");
+      }));
   return out;
 }
 

@@ -400,7 +400,30 @@ std::string encode_tensor_message(const TensorMessage& m) {
   return flatten_pooled(message);
 }
 
-Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* data, size_t size) {
+namespace {
+
+// A tensor whose data travels beside its message: allocated from the head, to be filled.
+Result<Tensor> allocate_beside(wire::TensorProto::Reader r, uint64_t max_beside) {
+  AF_ASSIGN_OR_RETURN(DType dtype, read_dtype(r.getDtype()));
+  if (!r.hasShape() || r.getShape().getUnknownRank()) return data_loss("data beside a tensor of unknown shape");
+  AF_ASSIGN_OR_RETURN(std::vector<int64_t> dims, read_dims(r.getShape().getDims(), 0));
+  uint64_t n = 1;
+  for (int64_t d : dims) n *= static_cast<uint64_t>(d);  // cannot overflow: read_dims bounded it
+  Shape shape(std::move(dims));
+  uint64_t want = r.getBesideBytes();
+  if (want > max_beside)
+    return data_loss("it claims " + std::to_string(want) + " data bytes beside it, more than the " +
+                     std::to_string(max_beside) + " that follow");
+  uint64_t esize = dtype_size(dtype);
+  if (dtype == DType::string || dtype == DType::boolean || n > want / esize || n * esize != want)
+    return data_loss(std::string("tensor ") + dtype_name(dtype) + shape.to_string() + " cannot have " +
+                     std::to_string(want) + " data bytes beside it");
+  return Tensor(dtype, std::move(shape));
+}
+
+// `beside` null: data beside the message is an error (read_tensor says so).
+Result<TensorMessage> decode_message_impl(std::shared_ptr<void> owner, void* data, size_t size, Tensor* beside,
+                                          uint64_t max_beside) {
   g_decodes.fetch_add(1, std::memory_order_relaxed);
   FlatReader flat;
   AF_RETURN_IF_ERROR(flat.open(data, size, kTensorMsg));
@@ -421,14 +444,24 @@ Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* d
     }
     if (root.hasTensor()) {
       SharedBytes shared{std::move(owner), static_cast<const char*>(data), static_cast<const char*>(data) + size};
-      auto t = read_tensor(root.getTensor(), flat.copied() ? nullptr : &shared);
+      bool split = beside && root.getTensor().getBesideBytes() != 0;
+      if (split && !m.status.ok()) return data_loss("TensorMsg from '" + m.producer + "' carries both a failed status and data");
+      auto t = split ? allocate_beside(root.getTensor(), max_beside)
+                     : read_tensor(root.getTensor(), flat.copied() ? nullptr : &shared);
       if (!t.ok())
         return t.status().with_context("TensorMsg from '" + m.producer + "' (step " + std::to_string(m.step_id) +
                                        ", edge " + std::to_string(m.edge) + ")");
       m.tensor = std::move(t).value();
+      if (split) *beside = m.tensor;
     }
     return m;
   });
+}
+
+}  // namespace
+
+Result<TensorMessage> decode_tensor_message(std::shared_ptr<void> owner, void* data, size_t size) {
+  return decode_message_impl(std::move(owner), data, size, nullptr, 0);
 }
 
 Result<TensorMessage> decode_tensor_message(std::string bytes) {
@@ -471,55 +504,9 @@ TensorMessageHead encode_tensor_message_head(const TensorMessage& m) {
 
 Result<TensorMessage> decode_tensor_message_head(std::string bytes, Tensor* beside, uint64_t max_beside) {
   *beside = Tensor();
-  g_decodes.fetch_add(1, std::memory_order_relaxed);
   auto holder = hold(std::move(bytes));
-  FlatReader flat;
-  AF_RETURN_IF_ERROR(flat.open(holder->data(), holder->size(), kTensorMsg));
-  // Only the head's own fields are read here; an embedded tensor goes the usual way.
-  auto split = guard(kTensorMsg, [&]() -> Result<bool> {
-    auto root = flat.reader().getRoot<wire::TensorMsg>();
-    return root.hasTensor() && root.getTensor().getBesideBytes() != 0;
-  });
-  if (!split.ok()) return split.status();
-  if (!*split) return decode_tensor_message(std::shared_ptr<void>(holder, holder->data()), holder->data(), holder->size());
-  return guard(kTensorMsg, [&]() -> Result<TensorMessage> {
-    auto root = flat.reader().getRoot<wire::TensorMsg>();
-    TensorMessage m;
-    m.step_id = root.getStepId();
-    m.edge = root.getEdge();
-    auto producer = root.getProducer();
-    m.producer.assign(producer.begin(), producer.size());
-    if (root.hasStatus() && root.getStatus().getCode() != 0)
-      return data_loss("TensorMsg from '" + m.producer + "' carries both a failed status and data");
-    auto r = root.getTensor();
-    AF_ASSIGN_OR_RETURN(DType dtype, read_dtype(r.getDtype()));
-    if (!r.hasShape() || r.getShape().getUnknownRank())
-      return data_loss("TensorMsg from '" + m.producer + "' sends data beside a tensor of unknown shape");
-    Shape shape(std::vector<int64_t>{});
-    {
-      auto dims = r.getShape().getDims();
-      std::vector<int64_t> v(dims.size());
-      uint64_t n = 1;
-      for (unsigned i = 0; i < dims.size(); ++i) {
-        if (dims[i] < 0) return data_loss("TensorMsg from '" + m.producer + "' has a negative dimension");
-        if (__builtin_mul_overflow(n, static_cast<uint64_t>(dims[i]), &n))
-          return data_loss("TensorMsg from '" + m.producer + "' has more elements than fit in 64 bits");
-        v[i] = dims[i];
-      }
-      shape = Shape(std::move(v));
-      uint64_t want = r.getBesideBytes();
-      uint64_t esize = dtype_size(dtype);
-      if (want > max_beside)
-        return data_loss("TensorMsg from '" + m.producer + "' claims " + std::to_string(want) +
-                         " data bytes beside it, more than the " + std::to_string(max_beside) + " that follow");
-      if (dtype == DType::string || dtype == DType::boolean || n > want / esize || n * esize != want)
-        return data_loss("TensorMsg from '" + m.producer + "': tensor " + dtype_name(dtype) + shape.to_string() +
-                         " cannot have " + std::to_string(want) + " data bytes beside it");
-    }
-    m.tensor = Tensor(dtype, std::move(shape));
-    *beside = m.tensor;
-    return m;
-  });
+  return decode_message_impl(std::shared_ptr<void>(holder, holder->data()), holder->data(), holder->size(), beside,
+                             max_beside);
 }
 
 std::string encode_tensor(const Tensor& t) {
