@@ -7,9 +7,13 @@
 //     actorflow-serve loads), and writes DIR/body.json (one test row as TensorFlow
 //     Serving's `{"instances": [[784 floats]]}`) and DIR/expected.json (its class);
 //   build/bench/serving --in-process DIR/1 --seconds S --callers C[,C...] --rows R
+//                       [--polling standalone|shared]
 //     the limit: the same export loaded by kit::ServedModel with the server's session
 //     options (the defaults), C threads each calling predict on R rows back to back for
-//     S seconds; prints one JSON line per C with calls/s and per-call p50/p99.
+//     S seconds; prints one JSON line per C with calls/s and per-call p50/p99. --polling
+//     sets how idle actor-scheduler threads wait (runtime/scheduler_polling.h): polling
+//     (standalone, the library's default) or on a condition variable (shared, what
+//     actorflow-serve uses); the case takes the faster.
 //
 // Any other command line is the bench harness's (it registers no case: `--serve` answers
 // an empty list to bench/python/driver.py).
@@ -25,6 +29,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <actorflow/runtime/scheduler_polling.h>
 
 #include "harness/bench.h"
 #include "models.h"
@@ -156,6 +162,15 @@ int main(int argc, char** argv) {
         }
       }
       else if (a == "--rows") rows = std::max(1, std::atoi(argv[i + 1]));
+      else if (a == "--polling") {
+        std::string p = argv[i + 1];
+        if (p != "standalone" && p != "shared") {
+          std::fprintf(stderr, "serving: --polling takes standalone or shared\n");
+          return 2;
+        }
+        (void)af::runtime::set_scheduler_polling(p == "shared" ? af::runtime::SchedulerPolling::shared_cores()
+                                                               : af::runtime::SchedulerPolling::standalone());
+      }
       else {
         std::fprintf(stderr, "serving: unknown option %s\n", a.c_str());
         return 2;
