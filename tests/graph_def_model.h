@@ -166,6 +166,17 @@ inline Model build_model() {
     auto r = g.add_node(std::move(recv));
     REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   }
+  // The copy nodes of edges between the host and a GPU (ops/defs/copy_ops.cpp): stored
+  // and reloaded; on the CPU they pass their value through.
+  for (const char* copy : {"_CopyToDevice", "_CopyToHost"}) {
+    if (!af::OpRegistry::global().find(copy)) continue;
+    af::NodeSpec spec;
+    spec.op = copy;
+    spec.inputs = {y};
+    auto c = g.add_node(std::move(spec));
+    REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+    keep(c->output(0));
+  }
   raw("SquaredDifference", {y, af::zeros_like(y)});
   raw("SumToShapeOf", {y, b});
   raw("SparseRowsToDense", {af::gather(w, idx), idx, w});
