@@ -411,3 +411,40 @@ TEST_CASE("a serial plan runs on the caller's thread unless its step has a deadl
   for (auto& th : threads) th.join();
   CHECK(wrong.load() == 0);
 }
+
+TEST_CASE("close() while callers run steps on their own threads: each step answers or fails cleanly") {
+  ScopedRunPath p(kAll);
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {2, 4}, "x");
+  auto w = af::constant(g, af::Tensor::filled(af::f32, {4, 4}, 0.25));
+  auto cheap = af::relu(x * 2.0 - 1.0);
+  auto serial = af::matmul(af::matmul(x, w), w);
+  af::Tensor in = af::Tensor::filled(af::f32, {2, 4}, 1.0);
+  for (af::Output fetch : {cheap, serial}) {
+    auto sess = af::Session::create(g).value();
+    auto call = sess.make_callable({fetch}, {x}).value();
+    auto want = call({in}).value();
+    std::atomic<bool> closed{false};
+    std::atomic<int> wrong{0}, failed_after{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&] {
+        // Runs until a call after close() fails; every answer before that is right.
+        for (int i = 0; i < 1000000; ++i) {
+          bool after = closed.load();
+          auto out = call({in});
+          if (out.ok() && !(*out)[0].equals(want[0])) ++wrong;
+          if (!out.ok() && after) {
+            ++failed_after;
+            return;
+          }
+        }
+      });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(sess.close().ok());
+    closed.store(true);
+    for (auto& th : threads) th.join();
+    CHECK(wrong.load() == 0);
+    CHECK(failed_after.load() == 4);
+  }
+}
