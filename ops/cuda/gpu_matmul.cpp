@@ -3,7 +3,9 @@
 // kernels ask for C^T = op(B)^T op(A)^T: the same bytes, no transposes. Batch dims must
 // be equal on both sides (strided batches); broadcast batches are unimplemented.
 // TF32 is off unless AF_GPU_ALLOW_TF32=1 (the session option is the next step).
+#include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
 
 #include "cuda/gpu_runtime.h"
@@ -21,8 +23,20 @@ bool tf32_allowed() {
 
 struct GemmKey {
   int64_t m = -1, n = -1, k = -1, batch = -1;
-  bool operator==(const GemmKey& o) const { return m == o.m && n == o.n && k == o.k && batch == o.batch; }
+  uint32_t align = 0;  // bytes every operand's address is a multiple of, up to 256
+  bool operator==(const GemmKey& o) const {
+    return m == o.m && n == o.n && k == o.k && batch == o.batch && align == o.align;
+  }
 };
+
+// cuBLASLt's heuristic assumes 256-byte aligned operands unless told otherwise; views
+// (slices) may start anywhere a float can.
+uint32_t alignment_of(std::initializer_list<const void*> ptrs) {
+  uint32_t a = 256;
+  for (const void* p : ptrs)
+    while (a > 4 && reinterpret_cast<uintptr_t>(p) % a != 0) a >>= 1;
+  return a;
+}
 
 // Descriptors and the algorithm cuBLASLt picked for one shape. The last shape is kept:
 // a node sees the same shape step after step, and the heuristic query costs more than
@@ -108,6 +122,7 @@ class LtMatMulKernel : public GpuOpKernel {
     out_dims.push_back(key.m);
     out_dims.push_back(key.n);
     Tensor& out = ctx.allocate_output(0, DType::f32, Shape(out_dims));
+    key.align = alignment_of({a.raw_data(), b.raw_data(), out.raw_data()});
     if (out.num_elements() == 0) return d.compute();
     if (key.k == 0) {
       // No products to sum, and cuBLASLt refuses k = 0: the product is zeros.
@@ -162,6 +177,10 @@ class LtMatMulKernel : public GpuOpKernel {
     AF_CUBLAS_RETURN(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = d.lt_workspace_bytes();
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &key.align, sizeof(key.align));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
