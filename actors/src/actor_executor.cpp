@@ -13,6 +13,7 @@
 #include "graph_passes.h"
 #include "inline_step.h"
 #include "node_actor.h"
+#include "run_placement.h"
 
 namespace actorflow::runtime {
 namespace {
@@ -78,7 +79,7 @@ class ActorExecutor final : public Executor {
         prod[static_cast<size_t>(num_data) + k] = it->second;
       }
     }
-    AF_ASSIGN_OR_RETURN(order_, topological(producers));
+    AF_ASSIGN_OR_RETURN(order_, topological_order(producers));
     std::vector<char> cheap(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) cheap[i] = is_cheap(*nodes[i].node, *nodes[i].kernel) ? 1 : 0;
     RunPath path = run_path();
@@ -107,19 +108,21 @@ class ActorExecutor final : public Executor {
     for (auto& prod : producers)
       for (int p : prod)
         if (p >= 0) consumed[static_cast<size_t>(p)] = 1;
-    auto inert_candidate = [&](size_t i) {
+    // So far dynamic_slots counts fed slots only.
+    std::vector<char> inert(nodes.size(), 0), fed(nodes.size(), 0);
+    for (size_t i = 0; i < nodes.size(); ++i) {
       const NodeRuntime& rt = nodes[i];
-      if (rt.dynamic_slots > 0 || !rt.fetches.empty() || rt.finishes > 0 || consumed[i]) return false;
-      for (int p : producers[i])
-        if (p >= 0) return false;
-      return true;
-    };
+      fed[i] = rt.dynamic_slots > 0 ? 1 : 0;
+      bool inputs = fed[i];
+      for (int p : producers[i]) inputs = inputs || p >= 0;
+      inert[i] = !inputs && !consumed[i] && rt.fetches.empty() && rt.finishes == 0 ? 1 : 0;
+    }
     caller_runs_ = path.caller_runs_cheap_steps && !any_encoded;
     for (size_t i = 0; i < nodes.size() && caller_runs_; ++i)
-      if (!cheap[i] && !inert_candidate(i)) caller_runs_ = false;
+      if (!cheap[i] && !inert[i]) caller_runs_ = false;
     serial_ = path.caller_runs_serial_steps && !any_encoded && !caller_runs_ &&
-              serial(producers, cheap, inert_candidate);
-    if (path.colocate_cheap_ops && !caller_runs_) colocate(producers, cheap, encoded);
+              is_serial(nodes, order_, producers, cheap, inert);
+    if (path.colocate_cheap_ops && !caller_runs_) colocate_cheap_nodes(nodes, order_, producers, cheap, fed, encoded);
 
     for (size_t i = 0; i < nodes.size(); ++i) {
       NodeRuntime& rt = nodes[i];
@@ -270,102 +273,6 @@ class ActorExecutor final : public Executor {
                      running_here_.load());
         warned = true;
       }
-    }
-  }
-
-  // Kahn's algorithm over the per-step edges: the order a step runs in on one thread,
-  // and in which colocated nodes run after their head.
-  static Result<std::vector<int>> topological(const std::vector<std::vector<int>>& producers) {
-    size_t n = producers.size();
-    std::vector<int> missing(n, 0);
-    std::vector<std::vector<int>> consumers(n);
-    for (size_t i = 0; i < n; ++i)
-      for (int p : producers[i])
-        if (p >= 0) {
-          ++missing[i];
-          consumers[static_cast<size_t>(p)].push_back(static_cast<int>(i));
-        }
-    std::vector<int> order;
-    order.reserve(n);
-    for (size_t i = 0; i < n; ++i)
-      if (missing[i] == 0) order.push_back(static_cast<int>(i));
-    for (size_t k = 0; k < order.size(); ++k)
-      for (int c : consumers[static_cast<size_t>(order[k])])
-        if (--missing[static_cast<size_t>(c)] == 0) order.push_back(c);
-    if (order.size() != n) return internal_error("the step plan has a cycle");
-    return order;
-  }
-
-  // Whether the actors could never run two kernels of one step at once, so that the
-  // caller's thread loses nothing by running the step itself: every node is synchronous
-  // and stateless (steps may then run concurrently, in any order), and the nodes that are
-  // not cheap lie on one path. An MLP's forward pass is such a plan; two independent
-  // branches are not.
-  template <class Inert>
-  bool serial(const std::vector<std::vector<int>>& producers, const std::vector<char>& cheap, Inert inert) const {
-    // Beyond this the reachability checks cost more than the plan is worth.
-    constexpr size_t kMaxNodes = 4096;
-    const auto& nodes = shared_->nodes;
-    size_t n = nodes.size();
-    if (n > kMaxNodes) return false;
-    std::vector<int> heavy;
-    for (int i : order_) {
-      const NodeRuntime& rt = nodes[static_cast<size_t>(i)];
-      if (inert(static_cast<size_t>(i))) continue;
-      if (!is_stateless_sync(*rt.node, *rt.kernel)) return false;
-      if (!cheap[static_cast<size_t>(i)]) heavy.push_back(i);
-    }
-    if (heavy.empty()) return false;
-    std::vector<std::vector<int>> consumers(n);
-    for (size_t i = 0; i < n; ++i)
-      for (int p : producers[i])
-        if (p >= 0) consumers[static_cast<size_t>(p)].push_back(static_cast<int>(i));
-    // Consecutive heavy nodes (in topological order) joined by a path join them all.
-    std::vector<int> seen(n, -1);
-    std::vector<int> stack;
-    for (size_t k = 0; k + 1 < heavy.size(); ++k) {
-      int from = heavy[k], to = heavy[k + 1];
-      bool found = false;
-      stack.assign(1, from);
-      seen[static_cast<size_t>(from)] = static_cast<int>(k);
-      while (!stack.empty() && !found) {
-        int u = stack.back();
-        stack.pop_back();
-        for (int c : consumers[static_cast<size_t>(u)]) {
-          if (c == to) found = true;
-          if (seen[static_cast<size_t>(c)] == static_cast<int>(k)) continue;
-          seen[static_cast<size_t>(c)] = static_cast<int>(k);
-          stack.push_back(c);
-        }
-      }
-      if (!found) return false;
-    }
-    return true;
-  }
-
-  // Places each cheap node whose every per-step input comes from one actor into that
-  // actor, after its producers (issue 13, section 3). Only a synchronous head takes
-  // members: an async one finishes in a later message. A fed input or an encoded edge
-  // keeps the node apart: both arrive as messages.
-  template <class Encoded>
-  void colocate(const std::vector<std::vector<int>>& producers, const std::vector<char>& cheap, Encoded encoded) {
-    auto& nodes = shared_->nodes;
-    for (int i : order_) {
-      NodeRuntime& rt = nodes[static_cast<size_t>(i)];
-      if (!cheap[static_cast<size_t>(i)] || rt.dynamic_slots > 0) continue;  // fed inputs count as dynamic here
-      int head = -1;
-      bool ok = true;
-      for (int p : producers[static_cast<size_t>(i)]) {
-        if (p < 0) continue;
-        const NodeRuntime& prt = nodes[static_cast<size_t>(p)];
-        if (head < 0) head = prt.head;
-        ok = ok && head == prt.head && !encoded(*prt.node, *rt.node);
-      }
-      if (!ok || head < 0 || nodes[static_cast<size_t>(head)].kernel->as_async()) continue;
-      NodeRuntime& hrt = nodes[static_cast<size_t>(head)];
-      rt.head = head;
-      rt.member_pos = static_cast<int>(hrt.members.size());
-      hrt.members.push_back(i);
     }
   }
 
