@@ -34,10 +34,21 @@ bool read_level(od::value v, size_t level, std::vector<int64_t>& dims, std::vect
   od::array a;
   if (v.get_array().get(a)) return false;
   int64_t n = 0;
-  for (auto element : a) {
-    od::value e;
-    if (element.get(e) || !read_level(e, level + 1, dims, out)) return false;
-    ++n;
+  if (level + 1 == dims.size()) {
+    // The innermost list, most of the values: read in place rather than one call each.
+    if (dims[level] > 0) out.reserve(out.size() + static_cast<size_t>(dims[level]));
+    for (auto element : a) {
+      double x;
+      if (element.get_double().get(x) || (x == 0 && std::signbit(x))) return false;
+      out.push_back(static_cast<T>(x));
+      ++n;
+    }
+  } else {
+    for (auto element : a) {
+      od::value e;
+      if (element.get(e) || !read_level(e, level + 1, dims, out)) return false;
+      ++n;
+    }
   }
   // An unknown dimension takes the first row's size, as the DOM path does.
   if (dims[level] < 0) dims[level] = n;
