@@ -13,12 +13,10 @@
 namespace actorflow::gpu {
 namespace {
 
+// Read when a plan is built (once per node and shape), so a process can compare both.
 bool tf32_allowed() {
-  static const bool on = [] {
-    const char* v = std::getenv("AF_GPU_ALLOW_TF32");
-    return v && std::string(v) == "1";
-  }();
-  return on;
+  const char* v = std::getenv("AF_GPU_ALLOW_TF32");
+  return v && std::string(v) == "1";
 }
 
 struct GemmKey {

@@ -21,7 +21,7 @@ inline constexpr int kSkipExitCode = 77;
 // skip into a failure.
 inline void skip(const std::string& why, const char* require_env = "AF_REQUIRE_INTEROP") {
   const char* required = std::getenv(require_env);
-  if (required && std::string(required) == "1") FAIL(why << " (" << require_env << "=1: this test must run)");
+  if (required && std::string(required) == "1") FAIL(why << " (" << std::string(require_env) << "=1: this test must run)");
   std::cout << why << std::endl;
   std::fflush(nullptr);
   // _Exit, not exit: the runtime's worker threads may still run, and static destructors
