@@ -1,0 +1,100 @@
+// Soft placement (actorflow/ops/gpu_placement.h): which nodes run on a GPU, the one log
+// line for each that falls back to the CPU, and the edges that then need copies. Pure
+// graph logic: runs everywhere, pretending GPUs are present where a case says so.
+#include <doctest/doctest.h>
+
+#include <actorflow/ops/cuda_info.h>
+#include <actorflow/ops/gpu_placement.h>
+
+#include "test_util.h"
+
+namespace af = actorflow;
+
+namespace {
+
+const af::DeviceId kCpu{af::DeviceType::CPU, 0};
+const af::DeviceId kGpu0{af::DeviceType::GPU, 0};
+
+bool has_line(const af::GpuPlacement& p, const std::string& node, const std::string& why) {
+  for (const std::string& l : p.fallbacks)
+    if (l.find("'" + node + "'") != std::string::npos && l.find(why) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("soft placement: GPU nodes with float32 GPU kernels stay; the rest fall back with one line each") {
+  af::Graph g;
+  af::Output x, r, s, c, host;
+  {
+    af::DeviceScope gpu(g, "/gpu:0");
+    x = af::placeholder(g, af::f32, {2, 3}, "x");
+    r = af::relu(x, "r");
+    s = af::softmax(r, "s");           // no GPU kernel yet
+    c = af::neg(af::cast(r, af::i64, "to_int"), "c");  // int64: the GPU kernel is f32 only
+  }
+  host = af::square(r, "host");        // no device: the CPU
+  af::GpuPlacementOptions opts;
+  opts.num_gpus = 1;
+  opts.log = false;
+  auto p = af::place_on_gpus(g, opts);
+  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  auto dev = [&](const af::Output& o) { return p->devices[static_cast<size_t>(o.node_id())]; };
+  CHECK(dev(x) == kCpu);  // Placeholder has no GPU kernel: feeds arrive on the host
+  CHECK(dev(s) == kCpu);
+  CHECK(dev(c) == kCpu);
+  CHECK(dev(host) == kCpu);
+  CHECK(has_line(*p, "x", "no GPU kernel for Placeholder"));
+  CHECK(has_line(*p, "s", "no GPU kernel for Softmax"));
+  CHECK(has_line(*p, "host", "") == false);  // never asked for a GPU: no line
+  if (!af::built_with_cuda()) {
+    CHECK(dev(r) == kCpu);
+    CHECK(has_line(*p, "r", "no GPU kernel for Relu"));
+    CHECK(af::device_crossings(g, *p).empty());
+    return;
+  }
+  CHECK(dev(r) == kGpu0);
+  CHECK(has_line(*p, "c", "float32 only"));
+  // x -> r goes to the GPU; r comes back for s, to_int and host.
+  auto crossings = af::device_crossings(g, *p);
+  REQUIRE(crossings.size() == 4);
+  CHECK(crossings[0].from.node == x.node_id());
+  CHECK(crossings[0].to_node == r.node_id());
+  CHECK(std::string(crossings[0].copy_op) == "_CopyToDevice");
+  for (size_t i = 1; i < crossings.size(); ++i) {
+    CHECK(crossings[i].from.node == r.node_id());
+    CHECK(crossings[i].from_device == kGpu0);
+    CHECK(crossings[i].to_device == kCpu);
+    CHECK(std::string(crossings[i].copy_op) == "_CopyToHost");
+  }
+}
+
+TEST_CASE("soft placement: a GPU the process does not have means the CPU, and says so") {
+  af::Graph g;
+  af::Output y;
+  {
+    af::DeviceScope gpu(g, "/job:localhost/task:0/device:GPU:2");
+    auto x = af::placeholder(g, af::f32, {4}, "x");
+    y = af::relu(x, "y");
+  }
+  af::GpuPlacementOptions opts;
+  opts.num_gpus = 1;
+  opts.log = false;
+  auto p = af::place_on_gpus(g, opts);
+  REQUIRE(p.ok());
+  CHECK(p->devices[static_cast<size_t>(y.node_id())] == kCpu);
+  CHECK(has_line(*p, "y", "there is no GPU 2 (this process sees 1)"));
+  CHECK(p->fallbacks.size() == 2);
+  CHECK(af::device_crossings(g, *p).empty());
+}
+
+TEST_CASE("soft placement: a graph without GPU devices is all CPU and logs nothing") {
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {4}, "x");
+  auto y = af::relu(af::square(x));
+  auto p = af::place_on_gpus(g);
+  REQUIRE(p.ok());
+  for (const af::DeviceId& d : p->devices) CHECK(d == kCpu);
+  CHECK(p->fallbacks.empty());
+  CHECK(y.valid());
+}
