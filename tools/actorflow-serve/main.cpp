@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   // Between steps the cores belong to the HTTP threads parsing the next requests; polling
   // scheduler threads took them (wrk -c64 on 2 cores, batched: 8,300-10,500 req/s polling
-  // against 11,900-12,900 waiting, and a p99 of 5.9-7.2 ms against 4.2-4.6 at half load).
+  // against 11,900-12,900 waiting, and a p99 of 5.9-7.2 ms against 4.2-4.6 at half load;
+  // smaller since serial steps run on the caller's thread, but waiting still ahead).
   (void)actorflow::runtime::set_scheduler_polling(polling ? actorflow::runtime::SchedulerPolling::standalone()
                                                           : actorflow::runtime::SchedulerPolling::shared_cores());
 
