@@ -448,3 +448,55 @@ TEST_CASE("close() while callers run steps on their own threads: each step answe
     CHECK(failed_after.load() == 4);
   }
 }
+
+TEST_CASE("the session options turn colocation and the caller's thread off for one session; the process switches still apply") {
+  ScopedRunPath p(kAll);
+  Chain c;
+  af::FeedDict feeds{{c.x, feed_of(5)}};
+  af::SessionOptions apart_opts;
+  apart_opts.optimizer.colocate_cheap_ops = false;
+  apart_opts.optimizer.caller_runs_small_steps = false;
+  // Both sessions live in one process at once: the options are per session, not a
+  // switch that the last one to be created flips for all.
+  auto apart = af::Session::create(c.g, apart_opts).value();
+  auto together = af::Session::create(c.g).value();
+  Counted a = run_counted(apart, {c.z, c.mid, c.y}, feeds);
+  Counted t = run_counted(together, {c.z, c.mid, c.y}, feeds);
+  CHECK(a.actors == 22);  // Sum, 20 scalar ops, Maximum: one actor each
+  CHECK(t.actors == 1);   // the Sum, running the other 21 after itself
+  for (size_t i = 0; i < 3; ++i) CHECK(a.out[i].equals(t.out[i]));
+
+  // An all-cheap plan: on the caller's thread by default (no actor at all), on actors
+  // with the option off.
+  af::Graph g;
+  auto x = af::placeholder(g, af::i32, {4}, "x");
+  auto y = af::identity(x * 2.0 - 1.0, "out");
+  auto off = af::Session::create(g, apart_opts).value();
+  auto on = af::Session::create(g).value();
+  Counted off_run = run_counted(off, {y}, {{x, feed_of(3)}});
+  Counted on_run = run_counted(on, {y}, {{x, feed_of(3)}});
+  CHECK(off_run.actors == 3);
+  CHECK(on_run.actors == 0);
+  CHECK(on_run.out[0].equals(off_run.out[0]));
+
+  // A serial plan (MatMul -> Relu -> MatMul -> recorder) stays on the actors too.
+  af::Graph sg;
+  auto sx = af::placeholder(sg, af::f32, {2, 4}, "x");
+  auto w = af::constant(sg, af::Tensor::filled(af::f32, {4, 4}, 0.5));
+  auto sy = recording(sg, af::matmul(af::relu(af::matmul(sx, w)), w), "rec_serial");
+  af::Tensor in = af::Tensor::filled(af::f32, {2, 4}, 1.0);
+  auto serial_off = af::Session::create(sg, apart_opts).value();
+  auto serial_on = af::Session::create(sg).value();
+  auto r_off = serial_off.run({sy}, {{sx, in}});
+  REQUIRE(r_off.ok());
+  CHECK(g_ran_on.load() != std::this_thread::get_id());
+  auto r_on = serial_on.run({sy}, {{sx, in}});
+  REQUIRE(r_on.ok());
+  CHECK(g_ran_on.load() == std::this_thread::get_id());
+  CHECK((*r_on)[0].equals((*r_off)[0]));
+
+  // The process-wide switch off wins over a session's default (both must allow).
+  ScopedRunPath none(kOneActorPerNode);
+  auto process_off = af::Session::create(c.g).value();
+  CHECK(run_counted(process_off, {c.z, c.mid, c.y}, feeds).actors == 22);
+}

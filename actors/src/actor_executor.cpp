@@ -83,6 +83,9 @@ class ActorExecutor final : public Executor {
     std::vector<char> cheap(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) cheap[i] = is_cheap(*nodes[i].node, *nodes[i].kernel) ? 1 : 0;
     RunPath path = run_path();
+    path.colocate_cheap_ops = path.colocate_cheap_ops && env.colocate_cheap_ops;
+    path.caller_runs_cheap_steps = path.caller_runs_cheap_steps && env.caller_runs_small_steps;
+    path.caller_runs_serial_steps = path.caller_runs_serial_steps && env.caller_runs_small_steps;
 
     num_results_ = static_cast<int>(plan.fetches.size());
     for (size_t r = 0; r < plan.fetches.size(); ++r) {

@@ -45,6 +45,10 @@ struct ExecutorEnv {
   int edge_capacity = 2;
   bool encode_all_edges = false;
   std::set<std::string> encode_nodes;  // edges touching these nodes are encoded
+  // The session's half of the run path's switches (GraphOptimizerOptions); the
+  // process-wide RunPath can still turn each off.
+  bool colocate_cheap_ops = true;
+  bool caller_runs_small_steps = true;
 };
 
 class Executor {

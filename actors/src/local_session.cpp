@@ -28,6 +28,8 @@ class LocalSession final : public SessionImpl {
     env_.resources = &resources_;
     env_.kernels = &kernels_;
     env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
+    env_.colocate_cheap_ops = opts.optimizer.colocate_cheap_ops;
+    env_.caller_runs_small_steps = opts.optimizer.caller_runs_small_steps;
     env_.encode_all_edges = opts.encode_all_edges;
     env_.encode_nodes.insert(opts.encode_edges_of.begin(), opts.encode_edges_of.end());
     if (opts.trace || !opts.trace_path.empty()) {

@@ -26,6 +26,8 @@ class PartitionExecutorImpl final : public PartitionExecutor {
     env_.resources = resources_.get();
     env_.kernels = &kernels_;
     env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
+    env_.colocate_cheap_ops = opts.optimizer.colocate_cheap_ops;
+    env_.caller_runs_small_steps = opts.optimizer.caller_runs_small_steps;
   }
 
   ~PartitionExecutorImpl() override {

@@ -29,6 +29,17 @@ struct GraphOptimizerOptions {
   // inner results nothing else reads, runs as one _FusedElementwise kernel: one pass
   // over the data in cache-sized blocks, no intermediate tensors, one actor.
   bool fuse_elementwise = true;
+  // A cheap node (see actors/src/cheap_ops.h) whose every input comes from one actor runs
+  // in that actor, right after its producer: fewer actors and fewer messages per step.
+  bool colocate_cheap_ops = true;
+  // A plan of only cheap nodes, or a serial one (stateless synchronous kernels whose
+  // costly ones lie on one path, as an MLP's forward pass), runs on the thread that
+  // called run() when the step has no deadline: the actors could not overlap its
+  // kernels, and each hop costs a thread hand-off.
+  bool caller_runs_small_steps = true;
+  // The process-wide switches (runtime::RunPath, AF_COLOCATE_CHEAP_OPS and
+  // AF_CALLER_RUNS_*_STEPS) can turn the last two off for every session as well; a
+  // session gets them when both it and the process allow them.
 };
 
 struct SessionOptions {

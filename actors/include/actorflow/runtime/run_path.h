@@ -2,7 +2,8 @@
 // when a kind of step is prepared. All are on by default; AF_CALLER_RUNS_CHEAP_STEPS,
 // AF_CALLER_RUNS_SERIAL_STEPS and AF_COLOCATE_CHEAP_OPS (0 or 1) set them for a whole
 // process (A/B benchmarks); tests that count one actor per node turn them off around
-// their sessions.
+// their sessions. A session can turn colocation and the caller's thread off for itself
+// alone (GraphOptimizerOptions in session.h); it gets each only when both allow it.
 #pragma once
 
 namespace actorflow::runtime {
