@@ -293,6 +293,33 @@ TEST_CASE("select with broadcasting of condition and branches") {
   CHECK(out[5].to_vector<float>() == std::vector<float>{1, 2, 3, 20, 20, 20});
 }
 
+TEST_CASE("select with one scalar branch (ReluGrad's where(x > 0, g, 0)) over rows longer than a vector") {
+  af::Graph g;
+  const int64_t rows = 3, cols = 37;  // odd lengths: the loops' remainders too
+  std::vector<float> av, bv;
+  std::vector<bool> cv;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    av.push_back(static_cast<float>(i));
+    bv.push_back(static_cast<float>(-i));
+    cv.push_back(i % 3 != 0);
+  }
+  af::Tensor ct(af::boolean, {rows, cols});
+  for (size_t i = 0; i < cv.size(); ++i) ct.data<bool>()[i] = cv[i];
+  auto c = af::constant(g, ct);
+  auto a = f32(g, av, {rows, cols});
+  auto b = f32(g, bv, {rows, cols});
+  auto zero_else = af::where(c, a, f32(g, {7}, {}));
+  auto zero_then = af::where(c, f32(g, {7}, {}), b);
+  auto out = aft::eval(g, {zero_else, zero_then});
+  std::vector<float> want_else, want_then;
+  for (size_t i = 0; i < cv.size(); ++i) {
+    want_else.push_back(cv[i] ? av[i] : 7.0f);
+    want_then.push_back(cv[i] ? 7.0f : bv[i]);
+  }
+  CHECK(out[0].to_vector<float>() == want_else);
+  CHECK(out[1].to_vector<float>() == want_then);
+}
+
 TEST_CASE("select of strings and of empty tensors, and errors") {
   af::Graph g;
   auto w = af::constant(g, af::Tensor::from_vector<std::string>({"x", "y"}, {2}));

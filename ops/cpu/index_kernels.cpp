@@ -336,6 +336,14 @@ class SelectKernel : public OpKernel {
           T* co = po + o;
           if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
             for (int64_t i = 0; i < n; ++i) co[i] = cc[i] ? ca[i] : cb[i];
+          } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {
+            // One branch a scalar: ReluGrad's where(x > 0, g, 0) in every MLP's backward
+            // pass. Contiguous loops the compiler vectorizes, unlike the strided one below.
+            const T other = cb[0];
+            for (int64_t i = 0; i < n; ++i) co[i] = cc[i] ? ca[i] : other;
+          } else if (step[0] == 1 && step[1] == 0 && step[2] == 1) {
+            const T other = ca[0];
+            for (int64_t i = 0; i < n; ++i) co[i] = cc[i] ? other : cb[i];
           } else if (step[0] == 0) {
             // One condition for the whole row: a straight copy of one branch.
             const T* from = cc[0] ? ca : cb;
