@@ -73,12 +73,6 @@ class PartitionExecutorImpl final : public PartitionExecutor {
     return r;
   }
 
-  void notify_when_done(StartedStep& started, std::function<void()> cb) override {
-    auto& s = static_cast<Started&>(started);
-    if (!s.state) return cb();
-    s.state->on_complete(std::move(cb));
-  }
-
   void abort_step(int64_t step_id, const Status& why) override { rendezvous_->abort_step(step_id, why); }
   const Graph& graph() const override { return *graph_; }
   const std::string& location() const override { return rendezvous_->location(); }
@@ -144,7 +138,9 @@ class PartitionExecutorImpl final : public PartitionExecutor {
 
   Result<std::vector<Tensor>> wait(Started& s) {
     if (!s.ex) return std::vector<Tensor>{};
-    if (!s.state->wait(s.ex->spin_budget(), s.deadline)) {
+    // A partition's waiter is a daemon's worker thread: it sleeps at once, since the
+    // cores belong to the step's node actors (and to the other processes of a cluster).
+    if (!s.state->wait(std::chrono::microseconds(0), s.deadline, std::chrono::microseconds(0))) {
       Status late = deadline_exceeded("step " + std::to_string(s.step_id()) + " did not finish at " + location() +
                                       " within " + std::to_string(s.timeout_ms) + " ms");
       rendezvous_->abort_step(s.step_id(), late);

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,19 +45,6 @@ class StepState {
   }
   bool done() const { return done_.load(std::memory_order_acquire); }
 
-  // Runs `cb` once the step is complete: now if it is, else on the thread that completes
-  // it (a node actor's), so `cb` must not block. For callers that wait without a thread.
-  void on_complete(std::function<void()> cb) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!done()) {
-        callbacks_.push_back(std::move(cb));
-        return;
-      }
-    }
-    cb();
-  }
-
   // Waiting costs: waking a sleeping thread takes ~100 us on our VMs while a short step
   // finishes in a few microseconds, but spinning steals a core from a long step's
   // kernels. So: spin for `spin` (short steps), then yield the core to runnable workers
@@ -90,13 +76,8 @@ class StepState {
   void complete() {
     bool expected = false;
     if (!done_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
-    std::vector<std::function<void()>> callbacks;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      cv_.notify_all();
-      callbacks.swap(callbacks_);
-    }
-    for (auto& cb : callbacks) cb();
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
   }
 
   int64_t step_id_;
@@ -105,7 +86,6 @@ class StepState {
   std::atomic<bool> done_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::function<void()>> callbacks_;
   Status error_;
 };
 

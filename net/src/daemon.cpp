@@ -59,7 +59,6 @@ struct NodeDaemon::Impl {
   uint64_t next_conn = 1;
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> steps_run{0};
-  std::atomic<int> partition_steps{0};  // started and not yet answered (no thread holds them)
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool stopped = false;
@@ -181,34 +180,16 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
       c->send(std::move(reply));
     });
   } else if (auto* s = std::get_if<RunStepMsg>(&m); s && PartitionService::is_partition(s->handle)) {
-    // Started here, in the order this connection delivered the steps. No thread waits
-    // for it: the node actor that finishes it sends the answer (a waiting thread would
-    // cost a wake-up per step, and a spinning one the cores the steps need). A timer
-    // aborts it at its deadline, after which it finishes with that error.
+    // Started here, in the order this connection delivered the steps; waited for on a
+    // worker thread, which sleeps rather than polls (the executor's wait for partitions):
+    // a polling waiter per step took the cores the steps need.
     auto started = partitions->start_step(*s, id);
-    ++partition_steps;
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    std::shared_ptr<asio::steady_timer> timer;
-    if (s->timeout_ms > 0) {
-      timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(s->timeout_ms));
-      timer->async_wait([this, id, finished, handle = s->handle, step = s->step_id, ms = s->timeout_ms](std::error_code ec) {
-        if (ec || *finished) return;
-        pool->post([this, id, handle, step, ms] {
-          partitions->abort_step(handle, step,
-                                 deadline_exceeded("step " + std::to_string(step) + " did not finish at " + opts.task +
-                                                   " within " + std::to_string(ms) + " ms"),
-                                 id);
-        });
-      });
-    }
-    partitions->when_finished(started, [this, c, finished, timer, step = s->step_id](StepDoneMsg done) {
-      finished->store(true);
-      if (timer) asio::post(io, [timer] { timer->cancel(); });
+    pool->post([this, c, started, step = s->step_id] {
+      StepDoneMsg done = partitions->finish_step(*started);
       ++steps_run;
       if (!done.status.ok()) log("partition step " + std::to_string(step) + " for " + c->label() + " failed: " + done.status.to_string());
       if (Status sent = c->send_checked(done); !sent.ok())
         c->send(StepDoneMsg{step, sent.with_context("the fetched tensors of step " + std::to_string(step)), {}});
-      --partition_steps;
     });
   } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
     pool->post([this, id, c, s = std::move(*s)] {
@@ -239,12 +220,8 @@ void NodeDaemon::Impl::shutdown() {
     std::error_code ec;
     acceptor.close(ec);
   });
-  int in_flight = pool->busy() + partition_steps.load();
-  auto drain_deadline = t0 + std::chrono::milliseconds(opts.drain_timeout_ms);
-  bool drained = pool->drain(drain_deadline);
-  while (partition_steps.load() > 0 && std::chrono::steady_clock::now() < drain_deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  drained = drained && partition_steps.load() == 0;
+  int in_flight = pool->busy();
+  bool drained = pool->drain(t0 + std::chrono::milliseconds(opts.drain_timeout_ms));
   // Each drained step's StepDone is queued on its connection; close after writing it.
   std::promise<size_t> closed;
   auto closed_f = closed.get_future();

@@ -168,11 +168,6 @@ StepDoneMsg PartitionService::finish_step(Started& s) {
   return done;
 }
 
-void PartitionService::when_finished(const std::shared_ptr<Started>& s, std::function<void(StepDoneMsg)> done) {
-  if (!s->step) return done(std::move(s->failed));
-  s->entry->executor->notify_when_done(*s->step, [this, s, done = std::move(done)] { done(finish_step(*s)); });
-}
-
 void PartitionService::abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner) {
   std::shared_ptr<Entry> e;
   {

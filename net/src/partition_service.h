@@ -39,10 +39,6 @@ class PartitionService {
   struct Started;
   std::shared_ptr<Started> start_step(const RunStepMsg& m, uint64_t owner);
   StepDoneMsg finish_step(Started& s);
-  // Or, without a worker thread: `done` runs with the step's answer once it has finished,
-  // on the thread that finished it (it must not block). A late step is the caller's to
-  // abort (abort_step), after which it finishes.
-  void when_finished(const std::shared_ptr<Started>& s, std::function<void(StepDoneMsg)> done);
   // Aborts step `step` of partition `handle` (never blocks: the io thread calls it).
   void abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner);
   void close_graph(uint64_t handle, uint64_t owner);

@@ -3,7 +3,6 @@
 // at the same rendezvous keys (TF's GraphMgr::ExecuteAsync). Every _Send runs each step;
 // fetches and feeds are by tensor name ("node" or "node:1").
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,11 +38,6 @@ class PartitionExecutor {
                                                           const std::vector<std::string>& targets, int64_t timeout_ms) = 0;
   // Waits for a started step, within the timeout it was started with.
   virtual Result<std::vector<Tensor>> finish_step(StartedStep& step) = 0;
-  // Runs `cb` once `step` has finished (then finish_step returns at once): now if it
-  // has, else on the thread that finishes it, so `cb` must not block. It does not watch
-  // the step's deadline: a caller that waits this way aborts a late step itself
-  // (abort_step), which then finishes.
-  virtual void notify_when_done(StartedStep& step, std::function<void()> cb) = 0;
   // start_step then finish_step. On failure or after `timeout_ms` (0: none) the step is aborted
   // at this partition's rendezvous, so its waiting _Send/_Recv nodes fail too.
   virtual Result<std::vector<Tensor>> run_step(int64_t step_id, const std::vector<std::pair<std::string, Tensor>>& feeds,
