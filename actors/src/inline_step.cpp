@@ -22,17 +22,7 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
     if (!err) {
       int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
       OpKernelContext ctx(*rt.node, std::move(inputs[static_cast<size_t>(i)]), env.device, env.resources, state.step_id());
-      // As in the actors: a throwing kernel fails its step, nothing escapes to the caller.
-      try {
-        if (rt.kernel_mu) {
-          std::lock_guard<std::mutex> lock(*rt.kernel_mu);
-          rt.kernel->compute(ctx);
-        } else {
-          rt.kernel->compute(ctx);
-        }
-      } catch (...) {
-        ctx.fail(status_from_current_exception());
-      }
+      compute_kernel(rt, ctx);
       if (env.tracer)
         env.tracer->record({rt.node->name, rt.node->op, shared.device_name, state.step_id(), trace_thread_id(), t0,
                             env.tracer->now_ns()});

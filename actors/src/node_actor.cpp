@@ -161,8 +161,11 @@ void NodeActor::compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64
   int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
   // A synchronous kernel's context lives on the stack: no heap allocation per firing.
   OpKernelContext ctx(*rt.node, std::move(inputs), env.device, env.resources, state->step_id());
-  // A kernel that throws (a bug, a failed allocation) fails its step like a kernel that
-  // reports an error: an escaped exception would kill this actor and strand the step.
+  compute_kernel(rt, ctx);
+  finish(rt, step, state, &ctx, nullptr, t0);
+}
+
+void compute_kernel(const NodeRuntime& rt, OpKernelContext& ctx) {
   try {
     if (rt.kernel_mu) {
       std::lock_guard<std::mutex> lock(*rt.kernel_mu);
@@ -173,7 +176,6 @@ void NodeActor::compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64
   } catch (...) {
     ctx.fail(status_from_current_exception());
   }
-  finish(rt, step, state, &ctx, nullptr, t0);
 }
 
 void NodeActor::run_members(int64_t step, const std::shared_ptr<StepState>& state) {

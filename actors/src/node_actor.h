@@ -72,6 +72,11 @@ struct NodeRuntime {
   std::vector<int> members;
 };
 
+// Runs a synchronous kernel (under its lock when it is stateful). A kernel that throws (a
+// bug, a failed allocation) fails its step like one that reports an error: an escaped
+// exception would kill the actor, or reach the caller running an inline step.
+void compute_kernel(const NodeRuntime& rt, OpKernelContext& ctx);
+
 // Where each feed goes: the (node, slot) pairs that take it, and fetches of the fed
 // tensor itself.
 struct FeedRoute {
