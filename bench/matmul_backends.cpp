@@ -1,18 +1,21 @@
 // The f32 matmul backends per shape class: ActorFlow's automatic choice ("ours"), Eigen
-// forced, oneDNN forced, and OpenBLAS's cblas_sgemm, on the shapes the models and
-// benchmarks multiply. The thresholds of ops/cpu/onednn_matmul.cpp come from these
-// figures (bench/README.md, "Matmul backends").
+// forced, oneDNN forced, OpenBLAS's cblas_sgemm and libxsmm's JIT kernels (issue 13), on
+// the shapes the models and benchmarks multiply. The thresholds of
+// ops/cpu/onednn_matmul.cpp come from these figures (bench/README.md, "Matmul backends").
 //
 // Below 2^24 multiply-adds MatMul runs single-threaded, and a session's per-step cost (a
 // few us, far more under load) would drown the kernels' difference on the small shapes:
 // there the sides call the kernels directly on one thread (OpenBLAS with 1 thread). From
 // 2^24 on, MatMul uses the whole pool: the sides run the one-node graph through a
-// prepared step with the backend forced, and OpenBLAS gets as many threads.
+// prepared step with the backend forced, and OpenBLAS gets as many threads. libxsmm is a
+// small-GEMM library without a thread pool of its own: it is measured on the one-thread
+// shapes only.
 #include <actorflow/actorflow.h>
 
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +27,10 @@
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads();
+#endif
+
+#ifdef AF_HAVE_LIBXSMM
+#include <libxsmm.h>
 #endif
 
 namespace af = actorflow;
@@ -73,7 +80,8 @@ bench::Side kernel_side(const std::string& name, const std::string& words, std::
             auto t0 = bench::Clock::now();
             for (int r = 0; r < reps; ++r) gemm(g, a->data(), b->data(), c->data());
             double s = bench::seconds_since(t0);
-            bench::check(std::abs((*c)[0] - 1.0f) < 1e-3f, "gemm");
+            // Every element of C is 1 (A = 1/k, B = 1): the first and the last checked.
+            bench::check(std::abs((*c)[0] - 1.0f) < 1e-3f && std::abs(c->back() - 1.0f) < 1e-3f, "gemm");
             return gflops(g.m, g.n, g.k, reps, s);
           }};
 }
@@ -108,6 +116,29 @@ bench::Prepared prepare_kernels(int64_t m, int64_t n, int64_t k, int reps) {
                                      openblas_set_num_threads(before);
                                    }));
 #endif
+#ifdef AF_HAVE_LIBXSMM
+  // libxsmm is column-major: the row-major C = A B is, in its terms, C^T = B^T A^T with
+  // (m, n, k) = (n, m, k), B first (ld n), A second (ld k), C with ld n. The kernel is
+  // JIT-compiled once per shape here, before timing (beta 0: C is overwritten).
+  {
+    const float alpha = 1.0f, beta = 0.0f;
+    const libxsmm_blasint xm = static_cast<libxsmm_blasint>(n), xn = static_cast<libxsmm_blasint>(m),
+                          xk = static_cast<libxsmm_blasint>(k);
+    const libxsmm_blasint lda = xm, ldb = xk, ldc = xm;
+    const int flags = LIBXSMM_GEMM_FLAG_NONE;
+    libxsmm_smmfunction kernel = libxsmm_smmdispatch(xm, xn, xk, &lda, &ldb, &ldc, &alpha, &beta, &flags, nullptr);
+    if (kernel != nullptr)
+      prep.sides.push_back(
+          kernel_side("libxsmm", "libxsmm_smmdispatch JIT kernel (made before timing), one thread", a, b, g, reps,
+                      [kernel](const cpu::GemmShape&, const float* x, const float* y, float* z) { kernel(y, x, z); }));
+    else
+      std::cerr << "SKIP matmul_backends_" << m << "x" << k << "x" << n
+                << " vs libxsmm: libxsmm_smmdispatch made no kernel\n";
+  }
+#else
+  std::cerr << "SKIP matmul_backends_" << m << "x" << k << "x" << n
+            << " vs libxsmm: not built in (Debian's libxsmm-dev; bench/run installs it)\n";
+#endif
   return prep;
 }
 
@@ -126,6 +157,8 @@ bench::Prepared prepare(const bench::Params& p) {
   f->ta = af::Tensor::filled(af::f32, {m, k}, 1.0 / static_cast<double>(k));
   f->tb = af::Tensor::filled(af::f32, {k, n}, 1.0);
   bench::Prepared prep;
+  std::cerr << "SKIP matmul_backends_" << m << "x" << k << "x" << n
+            << " vs libxsmm: from 2^24 multiply-adds MatMul is threaded; libxsmm is measured below that only\n";
   prep.sides.push_back(backend_side(f, "ours", cpu::MatmulBackend::automatic, m, n, k, reps));
   prep.sides.push_back(backend_side(f, "eigen", cpu::MatmulBackend::eigen, m, n, k, reps));
   if (cpu::onednn_available()) prep.sides.push_back(backend_side(f, "onednn", cpu::MatmulBackend::onednn, m, n, k, reps));
@@ -169,7 +202,7 @@ bench::Case shape_case(const char* what, int64_t m, int64_t k, int64_t n) {
                      },
                      .prepare = prepare,
                      .skip_in_quick = true,
-                     .note = "Eigen vs oneDNN vs OpenBLAS per shape class (sets ops/cpu/onednn_matmul.cpp's thresholds)",
+                     .note = "Eigen, oneDNN, OpenBLAS, libxsmm per shape class (sets ops/cpu/onednn_matmul.cpp's thresholds)",
                      .internal = true};
 }
 
