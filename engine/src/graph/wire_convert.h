@@ -40,6 +40,8 @@ void write_shape(const Shape& s, wire::TensorShape::Builder b);
 // tensor must then outlive the message builder. Throws af::Error when the tensor does
 // not fit one message (a blob over kMaxBlobBytes).
 void write_tensor(const Tensor& t, wire::TensorProto::Builder b, const capnp::Orphanage* orphanage = nullptr);
+// Its dtype and shape only (a valid tensor).
+void write_tensor_head(const Tensor& t, wire::TensorProto::Builder b);
 void write_attr(const AttrValue& v, wire::AttrValue::Builder b);
 // Why `t` cannot be encoded (not in host memory, too large for one blob), or OK.
 Status check_encodable(const Tensor& t);

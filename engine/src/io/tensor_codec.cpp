@@ -111,16 +111,20 @@ Status check_encodable(const Tensor& t) {
   return Status::OK();
 }
 
+void write_tensor_head(const Tensor& t, wire::TensorProto::Builder b) {
+  wire::DType d;
+  write_dtype(t.dtype(), &d);
+  b.setDtype(d);
+  write_shape(t.shape(), b.initShape());
+}
+
 void write_tensor(const Tensor& t, wire::TensorProto::Builder b, const capnp::Orphanage* orphanage) {
   if (!t.valid()) {
     b.initShape().setUnknownRank(true);
     return;
   }
   throw_if_error(check_encodable(t));
-  wire::DType d;
-  write_dtype(t.dtype(), &d);
-  b.setDtype(d);
-  write_shape(t.shape(), b.initShape());
+  write_tensor_head(t, b);
   if (t.dtype() == DType::string) {
     auto list = b.initStrings(static_cast<unsigned>(t.num_elements()));
     const std::string* s = t.data<std::string>();
@@ -372,18 +376,24 @@ CodecCounts codec_counts() {
   return {g_encodes.load(std::memory_order_relaxed), g_decodes.load(std::memory_order_relaxed)};
 }
 
-std::string encode_tensor_message(const TensorMessage& m) {
+namespace {
+
+// The one TensorMsg writer. With `beside`, the tensor's data is left out and its size
+// written in its place (the split form); the caller checked that it can travel so.
+std::string encode_message_impl(const TensorMessage& m, bool beside) {
   g_encodes.fetch_add(1, std::memory_order_relaxed);
   Status status = m.status;
   const Tensor* tensor = &m.tensor;
   static const Tensor kNone;
   // A tensor that cannot travel fails the step at the receiver, with a reason, rather
   // than throwing inside the runtime.
-  if (Status s = check_encodable(m.tensor); !s.ok()) {
+  if (Status s = check_encodable(m.tensor); !beside && !s.ok()) {
     status = s.with_context("cannot send the output '" + m.producer + "'");
     tensor = &kNone;
   }
-  capnp::MallocMessageBuilder message(estimate_words(*tensor, m.producer.size() + status.message().size()));
+  capnp::MallocMessageBuilder message(
+      estimate_words(beside ? kNone : *tensor,
+                     m.producer.size() + status.message().size() + (beside ? 8 * static_cast<size_t>(tensor->rank()) : 0)));
   auto root = message.initRoot<wire::TensorMsg>();
   root.setStepId(m.step_id);
   root.setEdge(m.edge);
@@ -393,12 +403,20 @@ std::string encode_tensor_message(const TensorMessage& m) {
     s.setCode(static_cast<int32_t>(status.code()));
     s.setMessage(capnp::Text::Reader(status.message().data(), status.message().size()));
   }
-  if (tensor->valid()) {
+  if (beside) {
+    auto proto = root.initTensor();
+    write_tensor_head(*tensor, proto);
+    proto.setBesideBytes(tensor->bytes());
+  } else if (tensor->valid()) {
     capnp::Orphanage orphanage = message.getOrphanage();
     write_tensor(*tensor, root.initTensor(), &orphanage);
   }
   return flatten_pooled(message);
 }
+
+}  // namespace
+
+std::string encode_tensor_message(const TensorMessage& m) { return encode_message_impl(m, false); }
 
 namespace {
 
@@ -485,21 +503,8 @@ bool travels_beside(const Tensor& t) {
 }  // namespace
 
 TensorMessageHead encode_tensor_message_head(const TensorMessage& m) {
-  if (!m.status.ok() || !travels_beside(m.tensor)) return {encode_tensor_message(m), Tensor()};
-  g_encodes.fetch_add(1, std::memory_order_relaxed);
-  const Tensor& t = m.tensor;
-  capnp::MallocMessageBuilder message(estimate_words(Tensor(), m.producer.size() + 8 * t.shape().dims().size()));
-  auto root = message.initRoot<wire::TensorMsg>();
-  root.setStepId(m.step_id);
-  root.setEdge(m.edge);
-  root.setProducer(capnp::Text::Reader(m.producer.data(), m.producer.size()));
-  auto proto = root.initTensor();
-  wire::DType d;
-  write_dtype(t.dtype(), &d);
-  proto.setDtype(d);
-  write_shape(t.shape(), proto.initShape());
-  proto.setBesideBytes(t.bytes());
-  return {flatten(message, /*align_in_memory=*/false), t};
+  bool beside = m.status.ok() && travels_beside(m.tensor);
+  return {encode_message_impl(m, beside), beside ? m.tensor : Tensor()};
 }
 
 Result<TensorMessage> decode_tensor_message_head(std::string bytes, Tensor* beside, uint64_t max_beside) {
