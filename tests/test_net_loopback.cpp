@@ -172,17 +172,28 @@ TEST_CASE("kill -9 mid-step fails the step within its deadline, naming the addre
   int port = d->port();
   std::string address = d->address();
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
+  // A step that cannot end by itself, so the kill always lands mid-step however fast or
+  // loaded the machine is: it waits for a sync round nobody advances.
+  af::Graph g;
+  af::Output x = af::placeholder(g, af::f32, {2}, "x");
+  af::Output y = x * 2.0;
+  af::NodeSpec hold_spec;
+  hold_spec.op = "SyncRoundWait";
+  hold_spec.name = "hold";
+  hold_spec.inputs = {af::constant(g, int64_t{1})};
+  hold_spec.attrs = {{"barrier", std::string("never_advanced")}, {"timeout_ms", int64_t{60000}}};
+  auto hold_op = g.add_node(hold_spec);
+  REQUIRE_MESSAGE(hold_op.ok(), hold_op.status().to_string());
+  af::Output hold = hold_op->output(0);
   af::SessionOptions opts;
   opts.step_timeout_ms = 60000;
-  auto slow = slow_session(d->target(), std::chrono::milliseconds(400), opts);
-  auto& sg = *slow.sg;
-  auto& sess = slow.sess;
-  auto one_step = slow.one_step;
-  INFO("one step takes " << std::chrono::duration_cast<std::chrono::milliseconds>(one_step).count() << " ms");
-  REQUIRE(one_step > std::chrono::milliseconds(300));  // else the kill below could miss the step
+  auto sess = af::Session::create(g, d->target(), opts);
+  REQUIRE_MESSAGE(sess.ok(), sess.status().to_string());
+  af::Tensor in = af::Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  REQUIRE(sess->run({y}, {{x, in}}).ok());
 
-  auto pending = std::async(std::launch::async, [&] { return sess->run({sg.y}, {{sg.x, sg.input()}}); });
-  std::this_thread::sleep_for(one_step / 4);
+  auto pending = std::async(std::launch::async, [&] { return sess->run({hold}, {}); });
+  REQUIRE(pending.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
   auto killed_at = std::chrono::steady_clock::now();
   d->kill9();
   REQUIRE(pending.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
@@ -198,9 +209,9 @@ TEST_CASE("kill -9 mid-step fails the step within its deadline, naming the addre
   // Same port, new incarnation: the session reconnects and registers the graph again.
   d = std::make_unique<DaemonProcess>(kToken, port);
   REQUIRE_MESSAGE(d->started(), d->log());
-  auto again = sess->run({sg.y}, {{sg.x, sg.input()}});
+  auto again = sess->run({y}, {{x, in}});
   REQUIRE_MESSAGE(again.ok(), again.status().to_string());
-  CHECK(again->at(0).shape() == af::Shape{512, 512});
+  CHECK(again->at(0).equals(af::Tensor::from_vector(std::vector<float>{2, 4}, {2})));
 }
 
 TEST_CASE("a step's deadline holds against a daemon that is slow, and SIGTERM drains a step in flight") {
