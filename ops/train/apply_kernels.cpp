@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
 
@@ -115,7 +117,27 @@ struct AdamRule {
       w -= lr_t * num / (std::sqrt(v) + eps);
     };
   }
+  // The dense update of a block, the same arithmetic in Eigen's packets: GCC will not
+  // vectorize the element step above (std::sqrt may set errno), and a ps applies Adam to
+  // every parameter on every step.
+  template <typename T> auto make_block(const std::vector<double>& s) const {
+    T lr_t = static_cast<T>(s[2] * std::sqrt(1 - s[1]) / (1 - s[0]));
+    T b1 = static_cast<T>(s[3]), b2 = static_cast<T>(s[4]), eps = static_cast<T>(s[5]);
+    bool nest = nesterov;
+    return [lr_t, b1, b2, eps, nest](T* w, T* m, T* v, const T* g, int64_t n) {
+      using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+      Eigen::Map<A> W(w, n), M(m, n), V(v, n);
+      Eigen::Map<const A> G(g, n);
+      M += (G - M) * (T(1) - b1);
+      V += (G.square() - V) * (T(1) - b2);
+      if (nest) W -= lr_t * (M * b1 + (T(1) - b1) * G) / (V.sqrt() + eps);
+      else W -= lr_t * M / (V.sqrt() + eps);
+    };
+  }
 };
+
+template <typename Rule, typename T>
+concept HasBlockRule = requires(const Rule& r, const std::vector<double>& s) { r.template make_block<T>(s); };
 
 // FTRL-Proximal (McMahan et al. 2013), TF's ApplyFtrl without l2 shrinkage.
 struct FtrlRule {
@@ -235,10 +257,35 @@ class ApplyKernel : public OpKernel {
           };
         };
         if constexpr (!kSparse) {
-          const T* g = grad.data<T>();
-          ctx.device()->parallel_for(var.num_elements(), 20, shard([g](int64_t b, int64_t e, auto& at) {
-            for (int64_t i = b; i < e; ++i) at(i, g[i]);
-          }));
+          // Plain loops over restrict pointers, one per slot count, so the compiler
+          // vectorizes the rule (the shared `at` above, with its per-element slot checks,
+          // kept Adam scalar: ~2.5 ns per parameter on a ps applying every step).
+          const T* __restrict g = grad.data<T>();
+          T* __restrict wp = w;
+          T* __restrict p0 = s0;
+          T* __restrict p1 = s1;
+          if constexpr (HasBlockRule<Rule, T>) {
+            auto block = rule_.template make_block<T>(scalars);
+            // Blocks of 2048 stay in L1 across the block rule's passes.
+            ctx.device()->parallel_for(var.num_elements(), 20, [&block, g, wp, p0, p1](int64_t b, int64_t e) {
+              constexpr int64_t kBlock = 2048;
+              for (int64_t i = b; i < e; i += kBlock) {
+                int64_t n = std::min(kBlock, e - i);
+                block(wp + i, p0 + i, p1 + i, g + i, n);
+              }
+            });
+            return;
+          }
+          ctx.device()->parallel_for(var.num_elements(), 20, [&step, g, wp, p0, p1](int64_t b, int64_t e) {
+            T d0 = 0, d1 = 0;
+            if constexpr (Rule::kSlots == 0) {
+              for (int64_t i = b; i < e; ++i) step(wp[i], d0, d1, g[i]);
+            } else if constexpr (Rule::kSlots == 1) {
+              for (int64_t i = b; i < e; ++i) step(wp[i], p0[i], d1, g[i]);
+            } else {
+              for (int64_t i = b; i < e; ++i) step(wp[i], p0[i], p1[i], g[i]);
+            }
+          });
         } else {
           apply_rows<T>(ctx, var, grad, ctx.input(kIndices), shard);
         }
