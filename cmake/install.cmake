@@ -1,6 +1,7 @@
 # `cmake --install` puts ActorFlow where another project finds it:
 #   <prefix>/include/actorflow/...            the public headers (engine, ops, actors, net)
 #   <prefix>/<libdir>/libactorflow.so*        the one shared library
+#   <prefix>/<libdir>/libactorflow_cuda.so     with CUDA: the GPU module it loads on demand
 #   <prefix>/<libdir>/cmake/actorflow/        find_package(actorflow): actorflow::actorflow
 #   <prefix>/<libdir>/pkgconfig/actorflow.pc  pkg-config --cflags --libs actorflow
 #
@@ -29,6 +30,11 @@ endforeach()
 install(TARGETS actorflow
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CUDA module goes beside the library, where libactorflow looks for it.
+if(TARGET actorflow_cuda)
+  set_target_properties(actorflow_cuda PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+  install(TARGETS actorflow_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 # The node daemon, where this tree builds one; it finds the library through its run path.
 if(TARGET actorflow-node)
   set_target_properties(actorflow-node PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")

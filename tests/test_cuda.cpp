@@ -4,7 +4,10 @@
 
 #include <actorflow/ops/cuda_info.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <string>
 
 #include "interop/skip.h"
 
@@ -17,6 +20,27 @@ TEST_CASE("a GPU index past the last device is refused, with or without CUDA") {
   af::Status s = af::cuda_self_test(n);
   CHECK_FALSE(s.ok());
   CHECK_FALSE(s.message().empty());
+}
+
+// CUDA's libraries live in the CUDA module (libactorflow_cuda.so), loaded only where a GPU
+// is: a process on a machine without one must not map them (~120 MB of cuBLASLt pages).
+TEST_CASE("without a GPU no CUDA library is mapped; with one the CUDA module is loaded") {
+  const int n = af::cuda_device_count();
+  if (n > 0) {
+    CHECK(af::cuda_module_loaded());
+    return;
+  }
+  if (std::getenv("AF_GPU_MODULE")) return;  // a module named by path is loaded regardless
+  CHECK_FALSE(af::cuda_module_loaded());
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int lines = 0;
+  while (std::getline(maps, line)) {
+    ++lines;
+    for (const char* lib : {"libcudart", "libcublas", "libactorflow_cuda"})
+      CHECK_MESSAGE(line.find(lib) == std::string::npos, line);
+  }
+  CHECK(lines > 0);
 }
 
 TEST_CASE("needs a GPU: the CUDA self-test passes on every device") {

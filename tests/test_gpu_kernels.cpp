@@ -134,6 +134,15 @@ TEST_CASE("the GPU API answers without a GPU, with or without CUDA") {
   // The GPU kernels are registered exactly when the build has CUDA.
   for (const char* op : {"Add", "Relu", "Sum", "MatMul", "_FusedMatMul", "BiasAdd", "_CopyToDevice", "_CopyToHost"})
     CHECK_MESSAGE(af::KernelRegistry::global().has(op, af::DeviceType::GPU) == af::built_with_cuda(), op);
+  // Where there is no GPU, making a GPU kernel fails (it does not load CUDA to make one).
+  if (n == 0 && af::built_with_cuda() && !af::cuda_module_loaded()) {
+    af::Graph g;
+    const af::Node& relu = make_node(g, "Relu", {af::Tensor::from_vector<float>({1, -1})});
+    auto k = af::KernelRegistry::global().create(relu, af::DeviceType::GPU);
+    REQUIRE_FALSE(k.ok());
+    CHECK(k.status().code() == af::Code::unavailable);
+    CHECK(k.status().message().find("no GPU") != std::string::npos);
+  }
 }
 
 TEST_CASE("needs a GPU: tensors round-trip host -> device -> host bit for bit") {

@@ -2,9 +2,11 @@
 
 #include <vector>
 
-#include "actorflow/ops/cuda_info.h"
+#include "actorflow/status.h"
 
-namespace actorflow {
+// The module's side of cuda_info.h (libactorflow forwards to these once it has loaded
+// the module: ops/common/gpu_module.h).
+namespace actorflow::gpu {
 namespace {
 
 __global__ void axpb_kernel(float* out, const float* in, float a, float b, int n) {
@@ -19,9 +21,7 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 }  // namespace
 
-bool built_with_cuda() { return true; }
-
-int cuda_device_count() {
+int module_device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError();  // clear the sticky "no driver" error
@@ -30,13 +30,13 @@ int cuda_device_count() {
   return n;
 }
 
-std::string cuda_device_name(int index) {
+std::string module_device_name(int index) {
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return "unknown";
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")";
 }
 
-Status cuda_self_test(int index) {
+Status module_self_test(int index) {
   AF_RETURN_IF_ERROR(cuda_status(cudaSetDevice(index), "cudaSetDevice"));
   const int n = 1 << 20;
   std::vector<float> host(n);
@@ -59,4 +59,4 @@ Status cuda_self_test(int index) {
   return Status::OK();
 }
 
-}  // namespace actorflow
+}  // namespace actorflow::gpu

@@ -132,8 +132,8 @@ class CopyToHostKernel final : public AsyncOpKernel {
   }
 };
 
-AF_REGISTER_KERNEL("_CopyToDevice", DeviceType::GPU, CopyToDeviceKernel);
-AF_REGISTER_KERNEL("_CopyToHost", DeviceType::GPU, CopyToHostKernel);
+AF_REGISTER_GPU_KERNEL("_CopyToDevice", CopyToDeviceKernel);
+AF_REGISTER_GPU_KERNEL("_CopyToHost", CopyToHostKernel);
 
 }  // namespace
 }  // namespace actorflow::gpu

@@ -283,17 +283,13 @@ Status check_f32_inputs(const OpKernelContext& ctx, const GpuDevice& dev, int co
   return Status::OK();
 }
 
-}  // namespace actorflow::gpu
-
-namespace actorflow {
-
-Result<DeviceContext*> gpu_device_context(int index) {
-  AF_ASSIGN_OR_RETURN(gpu::GpuDevice * d, gpu::GpuDevice::get(index));
+Result<DeviceContext*> module_device_context(int index) {
+  AF_ASSIGN_OR_RETURN(GpuDevice * d, GpuDevice::get(index));
   return d->context();
 }
 
-Result<GpuMemoryStats> gpu_memory_stats(int index) {
-  AF_ASSIGN_OR_RETURN(gpu::GpuDevice * d, gpu::GpuDevice::get(index));
+Result<GpuMemoryStats> module_memory_stats(int index) {
+  AF_ASSIGN_OR_RETURN(GpuDevice * d, GpuDevice::get(index));
   AllocatorStats a = d->allocator()->stats();
   GpuMemoryStats s;
   s.bytes_in_use = a.bytes_in_use;
@@ -302,4 +298,4 @@ Result<GpuMemoryStats> gpu_memory_stats(int index) {
   return s;
 }
 
-}  // namespace actorflow
+}  // namespace actorflow::gpu

@@ -148,31 +148,31 @@ class ReduceKernel final : public GpuOpKernel {
   bool keepdims_;
 };
 
-AF_REGISTER_KERNEL("Neg", DeviceType::GPU, UnaryKernel<UnaryOp::neg>);
-AF_REGISTER_KERNEL("Abs", DeviceType::GPU, UnaryKernel<UnaryOp::abs>);
-AF_REGISTER_KERNEL("Sign", DeviceType::GPU, UnaryKernel<UnaryOp::sign>);
-AF_REGISTER_KERNEL("Square", DeviceType::GPU, UnaryKernel<UnaryOp::square>);
-AF_REGISTER_KERNEL("Relu", DeviceType::GPU, UnaryKernel<UnaryOp::relu>);
-AF_REGISTER_KERNEL("Exp", DeviceType::GPU, UnaryKernel<UnaryOp::exp>);
-AF_REGISTER_KERNEL("Log", DeviceType::GPU, UnaryKernel<UnaryOp::log>);
-AF_REGISTER_KERNEL("Sqrt", DeviceType::GPU, UnaryKernel<UnaryOp::sqrt>);
-AF_REGISTER_KERNEL("Rsqrt", DeviceType::GPU, UnaryKernel<UnaryOp::rsqrt>);
-AF_REGISTER_KERNEL("Sigmoid", DeviceType::GPU, UnaryKernel<UnaryOp::sigmoid>);
-AF_REGISTER_KERNEL("Tanh", DeviceType::GPU, UnaryKernel<UnaryOp::tanh>);
-AF_REGISTER_KERNEL("Softplus", DeviceType::GPU, UnaryKernel<UnaryOp::softplus>);
+AF_REGISTER_GPU_KERNEL("Neg", UnaryKernel<UnaryOp::neg>);
+AF_REGISTER_GPU_KERNEL("Abs", UnaryKernel<UnaryOp::abs>);
+AF_REGISTER_GPU_KERNEL("Sign", UnaryKernel<UnaryOp::sign>);
+AF_REGISTER_GPU_KERNEL("Square", UnaryKernel<UnaryOp::square>);
+AF_REGISTER_GPU_KERNEL("Relu", UnaryKernel<UnaryOp::relu>);
+AF_REGISTER_GPU_KERNEL("Exp", UnaryKernel<UnaryOp::exp>);
+AF_REGISTER_GPU_KERNEL("Log", UnaryKernel<UnaryOp::log>);
+AF_REGISTER_GPU_KERNEL("Sqrt", UnaryKernel<UnaryOp::sqrt>);
+AF_REGISTER_GPU_KERNEL("Rsqrt", UnaryKernel<UnaryOp::rsqrt>);
+AF_REGISTER_GPU_KERNEL("Sigmoid", UnaryKernel<UnaryOp::sigmoid>);
+AF_REGISTER_GPU_KERNEL("Tanh", UnaryKernel<UnaryOp::tanh>);
+AF_REGISTER_GPU_KERNEL("Softplus", UnaryKernel<UnaryOp::softplus>);
 
-AF_REGISTER_KERNEL("Add", DeviceType::GPU, BinaryKernel<BinaryOp::add>);
-AF_REGISTER_KERNEL("Sub", DeviceType::GPU, BinaryKernel<BinaryOp::sub>);
-AF_REGISTER_KERNEL("Mul", DeviceType::GPU, BinaryKernel<BinaryOp::mul>);
-AF_REGISTER_KERNEL("Div", DeviceType::GPU, BinaryKernel<BinaryOp::div>);
-AF_REGISTER_KERNEL("Pow", DeviceType::GPU, BinaryKernel<BinaryOp::pow>);
-AF_REGISTER_KERNEL("Maximum", DeviceType::GPU, BinaryKernel<BinaryOp::maximum>);
-AF_REGISTER_KERNEL("Minimum", DeviceType::GPU, BinaryKernel<BinaryOp::minimum>);
-AF_REGISTER_KERNEL("SquaredDifference", DeviceType::GPU, BinaryKernel<BinaryOp::squared_difference>);
+AF_REGISTER_GPU_KERNEL("Add", BinaryKernel<BinaryOp::add>);
+AF_REGISTER_GPU_KERNEL("Sub", BinaryKernel<BinaryOp::sub>);
+AF_REGISTER_GPU_KERNEL("Mul", BinaryKernel<BinaryOp::mul>);
+AF_REGISTER_GPU_KERNEL("Div", BinaryKernel<BinaryOp::div>);
+AF_REGISTER_GPU_KERNEL("Pow", BinaryKernel<BinaryOp::pow>);
+AF_REGISTER_GPU_KERNEL("Maximum", BinaryKernel<BinaryOp::maximum>);
+AF_REGISTER_GPU_KERNEL("Minimum", BinaryKernel<BinaryOp::minimum>);
+AF_REGISTER_GPU_KERNEL("SquaredDifference", BinaryKernel<BinaryOp::squared_difference>);
 
-AF_REGISTER_KERNEL("BiasAdd", DeviceType::GPU, BiasAddKernel);
-AF_REGISTER_KERNEL("Sum", DeviceType::GPU, ReduceKernel<false>);
-AF_REGISTER_KERNEL("Mean", DeviceType::GPU, ReduceKernel<true>);
+AF_REGISTER_GPU_KERNEL("BiasAdd", BiasAddKernel);
+AF_REGISTER_GPU_KERNEL("Sum", ReduceKernel<false>);
+AF_REGISTER_GPU_KERNEL("Mean", ReduceKernel<true>);
 
 }  // namespace
 }  // namespace actorflow::gpu

@@ -207,8 +207,8 @@ struct FusedMatMulKernel final : LtMatMulKernel {
   explicit FusedMatMulKernel(const Node& n) : LtMatMulKernel(n, true) {}
 };
 
-AF_REGISTER_KERNEL("MatMul", DeviceType::GPU, MatMulKernel);
-AF_REGISTER_KERNEL("_FusedMatMul", DeviceType::GPU, FusedMatMulKernel);
+AF_REGISTER_GPU_KERNEL("MatMul", MatMulKernel);
+AF_REGISTER_GPU_KERNEL("_FusedMatMul", FusedMatMulKernel);
 
 }  // namespace
 }  // namespace actorflow::gpu

@@ -105,7 +105,22 @@ class GpuOpKernel : public AsyncOpKernel {
   virtual Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& dev) = 0;
 };
 
+// The module's kernel table (gpu_module.cpp), which libactorflow reads through
+// af_gpu_module(): the module never writes to the process's KernelRegistry, where
+// libactorflow has registered a forwarding factory for each op of kGpuKernelOps.
+void register_module_kernel(const std::string& op, KernelFactory factory);
+struct ModuleKernelRegistrar {
+  ModuleKernelRegistrar(const char* op, KernelFactory factory) { register_module_kernel(op, std::move(factory)); }
+};
+
 // Fails unless every input is float32 and on `dev`'s GPU (the first kernels are f32 only).
 Status check_f32_inputs(const OpKernelContext& ctx, const GpuDevice& dev, int count);
 
 }  // namespace actorflow::gpu
+
+// AF_REGISTER_KERNEL(op, DeviceType::GPU, Class) for the module (see above).
+#define AF_REGISTER_GPU_KERNEL(op, Class)                                                                     \
+  static ::actorflow::gpu::ModuleKernelRegistrar AF_CONCAT(af_gpu_kernel_registrar_, __COUNTER__)(              \
+      op, [](const ::actorflow::Node& n) -> ::actorflow::Result<std::unique_ptr<::actorflow::OpKernel>> { \
+        return std::unique_ptr<::actorflow::OpKernel>(new Class(n));                                        \
+      })
