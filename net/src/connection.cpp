@@ -1,13 +1,21 @@
 // The socket side of a daemon connection (connection.h).
 #include "connection.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 
 namespace actorflow::net {
 namespace {
 
 constexpr size_t kReadChunk = 256 * 1024;
+constexpr size_t kMaxWriteOffer = size_t{16} << 20;
 // A payload window at least this large is read into directly, skipping the read buffer.
 constexpr size_t kDirectReadMin = 16 * 1024;
 
@@ -61,7 +69,7 @@ void Connection::begin() {
 
 void Connection::send(Message m) { (void)send_checked(m); }
 
-Status Connection::send_checked(const Message& m) {
+Result<std::shared_ptr<OutFrame>> Connection::encode_checked(const Message& m) const {
   // Encoding happens on the caller's thread: a large body does not hold the io thread
   // (a large tensor is not copied at all: it goes into the payload).
   auto frame = std::make_shared<OutFrame>(encode_message(m));
@@ -74,14 +82,88 @@ Status Connection::send_checked(const Message& m) {
     return resource_exhausted(std::string(message_name(m)) + " of " + std::to_string(total) +
                               " bytes is over the largest frame " + label_ + " accepts (" + std::to_string(limit) +
                               " bytes; see the daemon's --max_message_bytes)");
+  return frame;
+}
+
+bool Connection::on_loop_thread() const {
+  auto* ex = socket_.get_executor().target<asio::io_context::executor_type>();
+  return ex && ex->running_in_this_thread();
+}
+
+void Connection::posted() {
+  if (post_hook_) post_hook_();
+}
+
+Status Connection::send_checked(const Message& m) {
+  AF_ASSIGN_OR_RETURN(auto frame, encode_checked(m));
+  if (on_loop_thread()) {
+    // On the io thread (a step answered there): write now, not after a round of the loop.
+    if (!closed_) queue_write(std::move(*frame));
+    return Status::OK();
+  }
   asio::post(socket_.get_executor(), [self = shared_from_this(), frame] {
     if (!self->closed_) self->queue_write(std::move(*frame));
   });
+  posted();
   return Status::OK();
+}
+
+Status Connection::send_owned(const Message& m) {
+  AF_ASSIGN_OR_RETURN(auto frame, encode_checked(m));
+  if (closed_) return Status(Code::unavailable, "the connection to " + label_ + " is closed");
+  queue_write(std::move(*frame));
+  return Status::OK();
+}
+
+bool Connection::can_read_owned() const {
+  return !tls_ && handshake_.done() && !closed_ && !read_direct_ && socket_.is_open();
+}
+
+Result<Connection::Wait> Connection::read_owned(std::chrono::steady_clock::time_point until, int kick_fd) {
+  int fd = socket_.native_handle();
+  for (;;) {
+    if (closed_) return Status(Code::unavailable, "the connection to " + label_ + " is closed");
+    // The read pending on the io_context targets buffer_ (can_read_owned): keep its size.
+    ssize_t n = ::recv(fd, buffer_.data(), buffer_.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      last_rx_ = std::chrono::steady_clock::now();
+      on_bytes(static_cast<size_t>(n));
+      if (closed_) return Status(Code::unavailable, "the connection to " + label_ + " closed");
+      return Wait::data;
+    }
+    if (n == 0) {
+      Status s(Code::unavailable, "the peer closed the connection");
+      do_close(s);
+      return s;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      Status s(Code::unavailable, std::string("connection lost: ") + std::strerror(errno));
+      do_close(s);
+      return s;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now >= until) return Wait::timeout;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1;
+    pollfd fds[2] = {{fd, POLLIN, 0}, {kick_fd, POLLIN, 0}};
+    int r = ::poll(fds, kick_fd >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+    if (r < 0 && errno != EINTR) {
+      Status s(Code::internal, std::string("poll failed: ") + std::strerror(errno));
+      do_close(s);
+      return s;
+    }
+    if (r > 0 && kick_fd >= 0 && (fds[1].revents & POLLIN)) {
+      eventfd_t v;
+      (void)::eventfd_read(kick_fd, &v);
+      return Wait::kicked;
+    }
+    if (r == 0) return Wait::timeout;
+  }
 }
 
 void Connection::close(Status why) {
   asio::post(socket_.get_executor(), [self = shared_from_this(), why] { self->do_close(why); });
+  posted();
 }
 
 void Connection::close_after_writes(Status why, int grace_ms) {
@@ -96,6 +178,7 @@ void Connection::close_after_writes(Status why, int grace_ms) {
       if (auto c = w.lock(); c && !ec) c->do_close(c->closing_why_);
     });
   });
+  posted();
 }
 
 void Connection::do_close(Status why) {
@@ -107,6 +190,7 @@ void Connection::do_close(Status why) {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
   writes_.clear();
+  front_written_ = 0;
   pending_.reset();
   if (handlers_.on_closed) handlers_.on_closed(why);
 }
@@ -117,7 +201,9 @@ void Connection::read_more() {
     do_close(Status(Code::unavailable, ec == asio::error::eof ? std::string("the peer closed the connection")
                                                               : "connection lost: " + ec.message()));
   };
+  read_direct_ = false;
   if (PayloadTarget w = reader_.payload_window(); w.size >= kDirectReadMin) {
+    read_direct_ = true;
     auto on_payload = [self = shared_from_this(), on_error](std::error_code ec, size_t n) {
       if (self->closed_) return;
       if (ec) return on_error(ec);
@@ -206,26 +292,88 @@ void Connection::queue_write(OutFrame frame) {
   if (!writing_) write_next();
 }
 
+Result<bool> Connection::write_front_now() {
+  const OutFrame& f = writes_.front();
+  int fd = socket_.native_handle();
+  for (;;) {
+    // The frame's pieces past what has gone already, at most 64 at a time.
+    iovec iov[64];
+    int count = 0;
+    size_t skip = front_written_, want = 0;
+    auto add = [&](const char* data, size_t size) {
+      if (count == 64) return;
+      if (skip >= size) {
+        skip -= size;
+        return;
+      }
+      iov[count].iov_base = const_cast<char*>(data + skip);
+      iov[count].iov_len = size - skip;
+      want += size - skip;
+      skip = 0;
+      ++count;
+    };
+    add(f.head.data(), f.head.size());
+    for (auto& p : f.payload) add(p.data, p.size);
+    if (count == 0) return true;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      return Status(Code::unavailable, std::string("connection lost while writing: ") + std::strerror(errno));
+    }
+    front_written_ += static_cast<size_t>(n);
+    if (static_cast<size_t>(n) < want) return false;
+  }
+}
+
 void Connection::write_next() {
-  if (closed_ || writes_.empty()) {
-    writing_ = false;
-    if (closing_ && !closed_) do_close(closing_why_);
-    return;
+  for (;;) {
+    if (closed_ || writes_.empty()) {
+      writing_ = false;
+      if (closing_ && !closed_) do_close(closing_why_);
+      return;
+    }
+    if (tls_) break;
+    // Plain TCP: the whole frame now, from this thread; most go out in one sendmsg with
+    // no handler to run after (asio's async write would try the same, then post its
+    // completion, which costs the loop another round and a syscall).
+    auto all = write_front_now();
+    if (!all.ok()) return do_close(all.status());
+    if (!*all) break;
+    writes_.pop_front();
+    front_written_ = 0;
   }
   writing_ = true;
   auto on_written = [self = shared_from_this()](std::error_code ec, size_t) {
     if (self->closed_) return;
     if (ec) return self->do_close(Status(Code::unavailable, "connection lost while writing: " + ec.message()));
     self->writes_.pop_front();
+    self->front_written_ = 0;
     self->write_next();
   };
   const OutFrame& f = writes_.front();
   std::vector<asio::const_buffer> buffers;
   buffers.reserve(1 + f.payload.size());
-  buffers.emplace_back(f.head.data(), f.head.size());
-  for (auto& p : f.payload) buffers.emplace_back(p.data, p.size);
-  if (tls_) asio::async_write(*tls_, buffers, std::move(on_written));
-  else asio::async_write(socket_, buffers, std::move(on_written));
+  size_t skip = front_written_;
+  auto add = [&](const char* data, size_t size) {
+    if (skip >= size) {
+      skip -= size;
+      return;
+    }
+    buffers.emplace_back(data + skip, size - skip);
+    skip = 0;
+  };
+  add(f.head.data(), f.head.size());
+  for (auto& p : f.payload) add(p.data, p.size);
+  // asio's transfer_all offers the kernel at most 64 KiB per sendmsg: a tensor of a few
+  // megabytes then costs a syscall, a loopback softirq and a wake-up of the reader per
+  // 64 KiB. Offer all of it; the kernel takes what fits in the socket's buffer.
+  auto all_at_once = [](const std::error_code& ec, size_t) -> size_t { return ec ? 0 : kMaxWriteOffer; };
+  if (tls_) asio::async_write(*tls_, buffers, all_at_once, std::move(on_written));
+  else asio::async_write(socket_, buffers, all_at_once, std::move(on_written));
 }
 
 void Connection::arm_heartbeat() {
