@@ -4,6 +4,9 @@
 
 #include "test_util.h"
 
+#include <cmath>
+#include <cstring>
+
 namespace af = actorflow;
 
 namespace {
@@ -318,6 +321,44 @@ TEST_CASE("select with one scalar branch (ReluGrad's where(x > 0, g, 0)) over ro
   }
   CHECK(out[0].to_vector<float>() == want_else);
   CHECK(out[1].to_vector<float>() == want_then);
+}
+
+TEST_CASE("select blends rows without a branch: the branches' bits, NaN and -0 kept, every element size") {
+  af::Graph g;
+  const int64_t n = 75;  // odd: the vector loops' remainders too
+  af::Tensor ct(af::boolean, {n});
+  std::vector<float> av, bv;
+  std::vector<double> ad, bd;
+  std::vector<uint8_t> ai, bi;
+  for (int64_t i = 0; i < n; ++i) {
+    ct.data<bool>()[i] = (i * 7) % 5 < 2;
+    av.push_back(i % 4 == 0 ? -0.0f : (i % 4 == 1 ? std::nanf("") : static_cast<float>(i)));
+    bv.push_back(-static_cast<float>(i) - 0.5f);
+    ad.push_back(static_cast<double>(i) * 1e300);
+    bd.push_back(i % 2 ? -0.0 : -static_cast<double>(i));
+    ai.push_back(static_cast<uint8_t>(i));
+    bi.push_back(static_cast<uint8_t>(200 - i));
+  }
+  auto c = af::constant(g, ct);
+  af::Tensor adt(af::f64, {n}), bdt(af::f64, {n}), ait(af::u8, {n}), bit(af::u8, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    adt.data<double>()[i] = ad[static_cast<size_t>(i)];
+    bdt.data<double>()[i] = bd[static_cast<size_t>(i)];
+    ait.data<uint8_t>()[i] = ai[static_cast<size_t>(i)];
+    bit.data<uint8_t>()[i] = bi[static_cast<size_t>(i)];
+  }
+  auto out = aft::eval(g, {af::where(c, f32(g, av, {n}), f32(g, bv, {n})),
+                           af::where(c, af::constant(g, adt), af::constant(g, bdt)),
+                           af::where(c, af::constant(g, ait), af::constant(g, bit))});
+  for (int64_t i = 0; i < n; ++i) {
+    const bool take = ct.data<bool>()[i];
+    const auto u = static_cast<size_t>(i);
+    float want = take ? av[u] : bv[u];
+    CHECK(std::memcmp(&out[0].data<float>()[i], &want, sizeof want) == 0);
+    double wd = take ? ad[u] : bd[u];
+    CHECK(std::memcmp(&out[1].data<double>()[i], &wd, sizeof wd) == 0);
+    CHECK(out[2].data<uint8_t>()[i] == (take ? ai[u] : bi[u]));
+  }
 }
 
 TEST_CASE("select of strings and of empty tensors, and errors") {
