@@ -125,6 +125,26 @@ class ActorExecutor final : public Executor {
       if (!cheap[i] && !inert[i]) caller_runs_ = false;
     serial_ = path.caller_runs_serial_steps && !any_encoded && !caller_runs_ &&
               is_serial(nodes, order_, producers, cheap, inert);
+    if (path.caller_runs_serial_steps && path.caller_runs_training_steps && !any_encoded && !caller_runs_ &&
+        !serial_) {
+      // A training step: stateful kernels (variables, their updates) in a mostly serial plan.
+      bool stateful = false;
+      std::vector<double> cost(nodes.size(), 0);
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        if (inert[i]) continue;
+        const Node& n = *nodes[i].node;
+        stateful = stateful || !is_stateless_sync(n, *nodes[i].kernel);
+        std::vector<Shape> in;
+        in.reserve(n.inputs.size());
+        for (const Endpoint& e : n.inputs) {
+          const Node& p = optimized.node(e.node);
+          in.push_back(static_cast<size_t>(e.index) < p.output_shapes.size() ? p.output_shapes[static_cast<size_t>(e.index)]
+                                                                          : Shape::unknown_rank());
+        }
+        cost[i] = estimated_cost(n, in);
+      }
+      serial_ = stateful && is_mostly_serial(nodes, order_, producers, cost, inert, kMostlySerialFraction);
+    }
     if (path.colocate_cheap_ops && !caller_runs_) colocate_cheap_nodes(nodes, order_, producers, cheap, fed, encoded);
 
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -249,8 +269,10 @@ class ActorExecutor final : public Executor {
   }
 
  private:
-  // A step of an all-cheap or serial plan, on the caller's thread. The count of such steps lets
-  // shutdown wait for them: they read the graph, as a kernel inside an actor does.
+  // A step of an all-cheap, serial or mostly serial (training) plan, on the caller's
+  // thread. The count of such steps lets shutdown wait for them: they read the graph, as a
+  // kernel inside an actor does; a step still running when the session closes runs no
+  // further kernel and fails as cancelled, as the actors cancel theirs.
   void run_here(const std::vector<Tensor>& feeds, StepState& state) {
     running_here_.fetch_add(1);
     if (closing_here_.load()) {
@@ -260,7 +282,7 @@ class ActorExecutor final : public Executor {
     }
     for (size_t f = 0; f < feeds_.size(); ++f)
       for (int r : feeds_[f].results) state.set_result(r, feeds[f]);
-    run_step_inline(*shared_, order_, feeds_, feeds, state);
+    run_step_inline(*shared_, order_, feeds_, feeds, state, &closing_here_);
     running_here_.fetch_sub(1);
     state.finish_one();
   }
@@ -293,7 +315,7 @@ class ActorExecutor final : public Executor {
   std::vector<int> sources_;
   std::vector<int> order_;  // topological
   bool caller_runs_ = false;  // every step, on the caller's thread (no actors)
-  bool serial_ = false;       // steps without a deadline, on the caller's thread
+  bool serial_ = false;       // steps without a deadline, on the caller's thread (serial or training plans)
   std::atomic<int> running_here_{0};
   std::atomic<bool> closing_here_{false};
   int num_results_ = 0;

@@ -27,6 +27,8 @@ bool listed(const std::string_view (&ops)[N], const std::string& op) {
 
 }  // namespace
 
+bool is_metadata_op(const std::string& op) { return listed(kMetadataOps, op); }
+
 bool is_stateless_sync(const Node& node, OpKernel& kernel) {
   if (kernel.as_async()) return false;
   const OpDef* def = OpRegistry::global().find(node.op);

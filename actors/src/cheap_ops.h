@@ -16,6 +16,10 @@ constexpr int64_t kCheapElements = 4096;
 // actors' job.
 bool is_cheap(const Node& node, OpKernel& kernel);
 
+// True for ops that only forward or describe their input (Identity, Shape, NoOp, ...):
+// O(1) whatever the tensor.
+bool is_metadata_op(const std::string& op);
+
 // True for a synchronous, stateless kernel of any cost: one that may run on a caller's
 // thread, concurrently with itself, in no particular order across steps.
 bool is_stateless_sync(const Node& node, OpKernel& kernel);

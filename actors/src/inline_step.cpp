@@ -3,7 +3,7 @@
 namespace actorflow::runtime {
 
 void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order, const std::vector<FeedRoute>& routes,
-                     const std::vector<Tensor>& feeds, StepState& state) {
+                     const std::vector<Tensor>& feeds, StepState& state, const std::atomic<bool>* stop) {
   const auto& nodes = shared.nodes;
   const ExecutorEnv& env = shared.env;
   // Per call, not per executor: concurrent callers each run their own step (cheap
@@ -14,10 +14,15 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
   for (size_t f = 0; f < routes.size(); ++f)
     for (auto [node, slot] : routes[f].consumers) inputs[static_cast<size_t>(node)][static_cast<size_t>(slot)] = feeds[f];
 
+  std::shared_ptr<const Status> stopped;
   for (int i : order) {
     const NodeRuntime& rt = nodes[static_cast<size_t>(i)];
     if (rt.inert) continue;
     std::shared_ptr<const Status> err = std::move(errors[static_cast<size_t>(i)]);
+    if (!err && stop && stop->load(std::memory_order_relaxed)) {
+      if (!stopped) stopped = std::make_shared<Status>(cancelled("session closed while the step was running"));
+      err = stopped;
+    }
     std::vector<Tensor> outputs;
     if (!err) {
       int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;

@@ -1,6 +1,7 @@
 // Process-wide switches of the low-latency run path (issue 13, sections 3 and 4), read
 // when a kind of step is prepared. All are on by default; AF_CALLER_RUNS_CHEAP_STEPS,
-// AF_CALLER_RUNS_SERIAL_STEPS and AF_COLOCATE_CHEAP_OPS (0 or 1) set them for a whole
+// AF_CALLER_RUNS_SERIAL_STEPS, AF_CALLER_RUNS_TRAINING_STEPS and AF_COLOCATE_CHEAP_OPS
+// (0 or 1) set them for a whole
 // process (A/B benchmarks); tests that count one actor per node turn them off around
 // their sessions. A session can turn colocation and the caller's thread off for itself
 // alone (GraphOptimizerOptions in session.h); it gets each only when both allow it.
@@ -21,6 +22,16 @@ struct RunPath {
   // actors could not overlap its kernels anyway, and each hop costs a thread hand-off.
   // Its actors still exist for steps with a deadline.
   bool caller_runs_serial_steps = true;
+  // With caller_runs_serial_steps: a plan of synchronous kernels that holds stateful ones
+  // (a training step: variable reads, their Apply updates, random ops) runs on the
+  // caller's thread too, unless its step has a deadline, when it is *mostly serial*: the
+  // estimated cost of its longest path is at least 80% of the whole plan's (run_placement.h,
+  // is_mostly_serial), so the actors could overlap at most a fifth of its work, while the
+  // caller's thread saves every hop and lets large products use the whole intra-op pool.
+  // A stateful kernel runs under its lock on any thread, as it does in its actor; steps
+  // of one caller run in order, concurrent callers each run their own step, as with
+  // actors. Its actors still exist for steps with a deadline.
+  bool caller_runs_training_steps = true;
 };
 
 RunPath run_path();
