@@ -200,37 +200,13 @@ bench::Prepared cnn(const bench::Params& p) {
 
 // ---- peak_rss: one MLP epoch in a fresh process per side, its VmHWM read at the end ----
 
-// Trains the MLP for one epoch (938 steps) on `side` ("ours" or "libtorch") in this
-// process and prints its peak RSS in KiB: the child of the peak_rss case. Both sides load
-// the data set the same way (kit::load_fashion_mnist, 188 MB of f32 pixels), so the
-// difference is the framework's own memory.
-int peak_rss_child(const std::string& side) {
-  bench::Params p{{{"steps", kStepsPerEpoch}}, {}};
-  if (side == "ours") {
-    auto prep = mlp(p);
-    prep.sides.resize(1);  // drop the libtorch side before it is used
-    prep.sides[0].sample();
-  } else if (side == "libtorch") {
-#ifdef AF_HAVE_TORCH
-    auto data = load();
-    std::vector<af::Tensor> bx, by;
-    batches(*data, kBatch, &bx, &by);
-    peers::torch_set_threads(bench::threads());
-    auto [xs, ys] = batch_pointers(bx, by);
-    peers::torch_mlp_training(xs, ys, kBatch, static_cast<int>(kStepsPerEpoch)).sample();
-#else
-    return 2;
-#endif
-  } else {
-    return 2;
-  }
-  std::printf("%ld\n", peak_rss_kib());
-  return 0;
-}
-
-// Runs this program as `--peak-rss-child <side>` and returns the child's peak RSS in MiB.
+// Runs bench/peak_rss_<side> (bench/peak_rss/ours_epoch.cpp, bench/peers/torch_epoch.cpp:
+// each links its own framework only and loads the data set as its users do) and returns
+// its peak RSS in MiB.
 double child_peak_rss_mib(const std::string& side) {
-  std::string cmd = "'" + std::filesystem::read_symlink("/proc/self/exe").string() + "' --peak-rss-child " + side;
+  const std::filesystem::path exe =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path() / ("peak_rss_" + side);
+  std::string cmd = "'" + exe.string() + "'";
   FILE* pipe = popen(cmd.c_str(), "r");
   bench::check(pipe != nullptr, "peak_rss: cannot start " + cmd);
   long kib = -1;
@@ -242,10 +218,14 @@ double child_peak_rss_mib(const std::string& side) {
 
 bench::Prepared peak_rss(const bench::Params&) {
   bench::Prepared prep;
-  prep.sides.push_back({"ours", "a fresh process: ActorFlow MLP epoch as mlp_training, VmHWM at exit",
+  prep.sides.push_back({"ours",
+                        "a fresh process linking ActorFlow only: the MLP epoch of mlp_training fed by the kit's "
+                        "input pipeline over u8 pixels (as samples/fashion_mnist), VmHWM at exit",
                         [] { return child_peak_rss_mib("ours"); }});
 #ifdef AF_HAVE_TORCH
-  prep.sides.push_back({"libtorch", "a fresh process: libtorch MLP epoch as mlp_training, VmHWM at exit",
+  prep.sides.push_back({"libtorch",
+                        "a fresh process linking libtorch only: the data set loaded once as torch::data's MNIST "
+                        "(f32), the same epoch, VmHWM at exit",
                         [] { return child_peak_rss_mib("libtorch"); }});
 #endif
   return prep;
@@ -320,7 +300,6 @@ BENCH_CASE(bench::Case{.name = "input_pipeline",
                        .note = "must be >= 10x the examples/s the MLP consumes (60000 / mlp_training seconds)"});
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--peak-rss-child") return peak_rss_child(argv[2]);
   int rc = bench::main(argc, argv);
   std::printf("#   note: process peak RSS %ld MiB (ours and libtorch in one process)\n", peak_rss_kib() / 1024);
   return rc;

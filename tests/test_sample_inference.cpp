@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -158,4 +159,37 @@ TEST_CASE("needs dataset-fashion-mnist: fashion_mnist --mode inference on the t1
   CHECK(test_accuracy >= 0.7);
   CHECK(std::fabs(accuracy - test_accuracy) <= 0.002);
   fs::remove_all(dir);
+}
+
+// samples/fashion_mnist keeps its training images as bytes and scales each batch in the
+// kit's input pipeline (kit::Pixels::u8, kit::training_batches): its batches must be those
+// of f32 pixels scaled at load, bit for bit, shuffled or not, or its accuracy would move.
+TEST_CASE("the kit's u8 pixel pipeline gives the f32 pipeline's batches bit for bit") {
+  const int64_t n = 1000, f = 784;
+  af::Tensor u8(af::u8, {n, f});
+  af::Tensor y(af::i64, {n});
+  for (int64_t i = 0; i < n * f; ++i) u8.data<uint8_t>()[i] = static_cast<uint8_t>((i * 7919 + i / 13) % 256);
+  for (int64_t i = 0; i < n; ++i) y.data<int64_t>()[i] = i % 10;
+  af::Tensor f32 = kit::features(u8);
+  REQUIRE(f32.dtype() == af::f32);
+  CHECK(f32.data<float>()[5] == static_cast<float>(u8.data<uint8_t>()[5]) / 255.0f);
+  for (std::optional<uint64_t> seed : {std::optional<uint64_t>(), std::optional<uint64_t>(1000003u)}) {
+    auto a = kit::training_batches(u8, y, 64, seed).make_iterator();
+    auto b = kit::training_batches(f32, y, 64, seed).make_iterator();
+    ad::Components ca, cb;
+    int batches = 0;
+    while (true) {
+      auto ma = a->next(&ca);
+      auto mb = b->next(&cb);
+      REQUIRE(ma.ok());
+      REQUIRE(mb.ok());
+      REQUIRE(*ma == *mb);
+      if (!*ma) break;
+      ++batches;
+      REQUIRE(ca[0].dtype() == af::f32);
+      CHECK(ca[0].equals(cb[0]));
+      CHECK(ca[1].equals(cb[1]));
+    }
+    CHECK(batches == 16);  // 15 of 64 and one of 40
+  }
 }

@@ -14,15 +14,14 @@ namespace ad = actorflow::data;
 
 namespace {
 
-af::Result<af::Tensor> pixels(const std::string& path) {
+// The images of an IDX file as [N, rows x cols]: the file's bytes (a view, no copy) or
+// f32 scaled to [0, 1].
+af::Result<af::Tensor> pixels(const std::string& path, Pixels kind) {
   AF_ASSIGN_OR_RETURN(af::Tensor raw, ad::read_idx(path));
   if (raw.rank() != 3 || raw.dtype() != af::u8) return af::invalid_argument("'" + path + "' is not an image IDX file");
   int64_t n = raw.dim(0), f = raw.dim(1) * raw.dim(2);
-  af::Tensor x(af::f32, {n, f});
-  const uint8_t* p = raw.data<uint8_t>();
-  float* q = x.data<float>();
-  for (int64_t i = 0; i < n * f; ++i) q[i] = static_cast<float>(p[i]) / 255.0f;
-  return x;
+  AF_ASSIGN_OR_RETURN(af::Tensor flat, raw.reshaped(af::Shape{n, f}));
+  return kind == Pixels::u8 ? flat : features(flat);
 }
 
 af::Result<af::Tensor> labels(const std::string& path) {
@@ -35,12 +34,41 @@ af::Result<af::Tensor> labels(const std::string& path) {
 
 }  // namespace
 
-af::Result<Split> load_fashion_mnist(const std::string& dir) {
+af::Tensor features(const af::Tensor& x) {
+  if (x.dtype() != af::u8) return x;
+  af::Tensor out(af::f32, x.shape());
+  const uint8_t* p = x.data<uint8_t>();
+  float* q = out.data<float>();
+  for (int64_t i = 0, n = x.num_elements(); i < n; ++i) q[i] = static_cast<float>(p[i]) / 255.0f;
+  return out;
+}
+
+ad::Dataset training_batches(const af::Tensor& x, const af::Tensor& y, int64_t batch_size,
+                             std::optional<uint64_t> shuffle_seed) {
+  auto ds = ad::Dataset::from_tensors({x, y});
+  if (shuffle_seed) ds = ds.shuffle(x.dim(0), *shuffle_seed);
+  ds = ds.batch(batch_size);
+  if (x.dtype() == af::u8)
+    ds = ds.map([](const ad::Components& b) -> af::Result<ad::Components> { return ad::Components{features(b[0]), b[1]}; });
+  return ds.prefetch(8);
+}
+
+af::Result<std::pair<af::Tensor, af::Tensor>> load_fashion_mnist_part(const std::string& dir, const std::string& part,
+                                                                      Pixels kind) {
+  std::pair<af::Tensor, af::Tensor> xy;
+  AF_ASSIGN_OR_RETURN(xy.first, pixels(dir + "/" + part + "-images-idx3-ubyte.gz", kind));
+  AF_ASSIGN_OR_RETURN(xy.second, labels(dir + "/" + part + "-labels-idx1-ubyte.gz"));
+  return xy;
+}
+
+af::Result<Split> load_fashion_mnist(const std::string& dir, Pixels train_pixels) {
   Split s;
-  AF_ASSIGN_OR_RETURN(s.x_train, pixels(dir + "/train-images-idx3-ubyte.gz"));
-  AF_ASSIGN_OR_RETURN(s.y_train, labels(dir + "/train-labels-idx1-ubyte.gz"));
-  AF_ASSIGN_OR_RETURN(s.x_test, pixels(dir + "/t10k-images-idx3-ubyte.gz"));
-  AF_ASSIGN_OR_RETURN(s.y_test, labels(dir + "/t10k-labels-idx1-ubyte.gz"));
+  AF_ASSIGN_OR_RETURN(auto train, load_fashion_mnist_part(dir, "train", train_pixels));
+  AF_ASSIGN_OR_RETURN(auto test, load_fashion_mnist_part(dir, "t10k", Pixels::f32));
+  s.x_train = train.first;
+  s.y_train = train.second;
+  s.x_test = test.first;
+  s.y_test = test.second;
   return s;
 }
 

@@ -228,7 +228,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
     if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b < order.size() && gstep < target; b += static_cast<size_t>(f.batch_size)) {
       size_t e = std::min(order.size(), b + static_cast<size_t>(f.batch_size));
-      af::FeedDict feeds{{m.x, gather_rows(xs, order, b, e)}, {m.y, gather_rows(ys, order, b, e)}};
+      af::FeedDict feeds{{m.x, features(gather_rows(xs, order, b, e))}, {m.y, gather_rows(ys, order, b, e)}};
       if (m.training.valid()) feeds.push_back({m.training, af::Tensor::scalar(true)});
       if (f.slow_step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.slow_step_ms));
       std::vector<af::Fetch> fetches{m.loss};
@@ -416,7 +416,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
       size_t per = (e - b) / static_cast<size_t>(towers_n);
       for (int i = 0; i < towers_n; ++i) {
         size_t tb = b + per * static_cast<size_t>(i), te = i + 1 == towers_n ? e : tb + per;
-        feeds.push_back({towers[i].x, gather_rows(data.x_train, order, tb, te)});
+        feeds.push_back({towers[i].x, features(gather_rows(data.x_train, order, tb, te))});
         feeds.push_back({towers[i].y, gather_rows(data.y_train, order, tb, te)});
         if (towers[i].training.valid()) feeds.push_back({towers[i].training, af::Tensor::scalar(true)});
       }

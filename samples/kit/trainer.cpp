@@ -121,10 +121,9 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   int64_t first_count = 0;
   bool stop = false;
   for (int epoch = first_epoch; epoch < f.epoch_number && !stop; ++epoch) {
-    auto ds = ad::Dataset::from_tensors({data.x_train, data.y_train});
-    if (f.shuffle) ds = ds.shuffle(n_train, static_cast<uint64_t>(f.seed) * 1000003u + static_cast<uint64_t>(epoch));
-    ds = ds.batch(f.batch_size).prefetch(8);
-    auto it = ds.make_iterator();
+    std::optional<uint64_t> shuffle_seed;
+    if (f.shuffle) shuffle_seed = static_cast<uint64_t>(f.seed) * 1000003u + static_cast<uint64_t>(epoch);
+    auto it = training_batches(data.x_train, data.y_train, f.batch_size, shuffle_seed).make_iterator();
     ProgressBar bar(epoch + 1, f.epoch_number, n_train);
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
