@@ -206,6 +206,29 @@ bench::Prepared wire(const bench::Params& p) {
 }
 
 // ---- remote_step_latency ----
+// With AF_BENCH_CPU set, each sample also prints its mean wall time and the CPU time of the
+// calling thread (and of the daemon, in clock ticks) per step: where a step's time goes.
+double thread_cpu_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+double wall_us() { return bench::seconds_since(bench::Clock::time_point{}) * 1e6; }
+// utime + stime of a process, from /proc (clock ticks).
+double process_cpu_us(pid_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return 0;
+  char buf[1024] = {};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string s(buf, n);
+  size_t p = s.rfind(')');
+  unsigned long ut = 0, st = 0;
+  if (p != std::string::npos)
+    std::sscanf(s.c_str() + p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+  return static_cast<double>(ut + st) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 struct LatencyFixture {
   std::optional<Daemon> d;
   af::Graph g;
@@ -273,12 +296,17 @@ bench::Prepared latency(const bench::Params& p) {
                         [f, in, reps] {
                           std::vector<double> t(static_cast<size_t>(reps));
                           af::Result<std::vector<af::Tensor>> out = std::vector<af::Tensor>{};
+                          double c0 = thread_cpu_us(), d0 = process_cpu_us(f->d->p->pid()), w0 = wall_us();
                           for (int r = 0; r < reps; ++r) {
                             auto t0 = bench::Clock::now();
                             out = f->sess->run({f->y}, {{f->x, in}});
                             t[static_cast<size_t>(r)] = bench::seconds_since(t0) * 1e6;
                             bench::must(out, "remote step");
                           }
+                          if (std::getenv("AF_BENCH_CPU"))
+                            std::fprintf(stderr, "# per step: wall %.1f us (mean), caller cpu %.1f us, daemon cpu %.1f us\n",
+                                         (wall_us() - w0) / reps, (thread_cpu_us() - c0) / reps,
+                                         (process_cpu_us(f->d->p->pid()) - d0) / reps);
                           bench::check(bench::must(out, "remote step")[0].item<float>() == 3.0f, "x + 1");
                           return median(t);
                         }});
@@ -288,11 +316,15 @@ bench::Prepared latency(const bench::Params& p) {
                             std::to_string(reps),
                         [echo, reps] {
                           std::vector<double> t(static_cast<size_t>(reps));
+                          double c0 = thread_cpu_us(), w0 = wall_us();
                           for (int r = 0; r < reps; ++r) {
                             auto t0 = bench::Clock::now();
                             echo->round_trip();
                             t[static_cast<size_t>(r)] = bench::seconds_since(t0) * 1e6;
                           }
+                          if (std::getenv("AF_BENCH_CPU"))
+                            std::fprintf(stderr, "# echo per round trip: wall %.1f us (mean), caller cpu %.1f us\n",
+                                         (wall_us() - w0) / reps, (thread_cpu_us() - c0) / reps);
                           bench::check(echo->back == echo->msg, "echo bytes");
                           return median(t);
                         }});

@@ -85,7 +85,7 @@ Result<std::shared_ptr<OutFrame>> Connection::encode_checked(const Message& m) c
   return frame;
 }
 
-bool Connection::on_loop_thread() const {
+bool Connection::on_loop_thread() {
   auto* ex = socket_.get_executor().target<asio::io_context::executor_type>();
   return ex && ex->running_in_this_thread();
 }
@@ -119,12 +119,14 @@ bool Connection::can_read_owned() const {
   return !tls_ && handshake_.done() && !closed_ && !read_direct_ && socket_.is_open();
 }
 
-Result<Connection::Wait> Connection::read_owned(std::chrono::steady_clock::time_point until, int kick_fd) {
+Result<Connection::Wait> Connection::read_owned(std::chrono::steady_clock::time_point until, int kick_fd,
+                                                bool wait_first) {
   int fd = socket_.native_handle();
-  for (;;) {
+  for (;; wait_first = false) {
     if (closed_) return Status(Code::unavailable, "the connection to " + label_ + " is closed");
     // The read pending on the io_context targets buffer_ (can_read_owned): keep its size.
-    ssize_t n = ::recv(fd, buffer_.data(), buffer_.size(), MSG_DONTWAIT);
+    ssize_t n = wait_first ? -1 : ::recv(fd, buffer_.data(), buffer_.size(), MSG_DONTWAIT);
+    if (wait_first) errno = EAGAIN;
     if (n > 0) {
       last_rx_ = std::chrono::steady_clock::now();
       on_bytes(static_cast<size_t>(n));

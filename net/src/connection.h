@@ -8,7 +8,14 @@
 //
 // Threading: every member runs on the socket's executor (one io thread per io_context
 // here, so no strand is needed); send() and close() may be called from any thread and
-// post themselves there. Handlers are called on that thread and must not block.
+// post themselves there (called on that thread, send() writes at once). Handlers are
+// called on that thread and must not block. A thread that holds the loop while no
+// thread runs the io_context (DaemonClient's fast path) may call the *_owned members:
+// it then plays the io thread's part, with blocking waits of its own.
+//
+// Writes go out with one non-blocking gathered sendmsg when nothing is queued before
+// them (most frames leave whole, with no completion handler to run after); what the
+// socket does not take is written by an async write.
 //
 // Before authentication the connection reads exactly the bytes the frame reader still
 // wants, and at most 4 KiB in all (a genuine Hello and AuthProof are under 300 bytes:
@@ -71,6 +78,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // StepDone frames), or after `grace_ms` at most.
   void close_after_writes(Status why, int grace_ms);
 
+  // ---- for the thread that holds the loop (no thread runs the io_context) ----
+  // True when read_owned may be used: plain TCP, authenticated, open, and the read that
+  // is pending on the io_context targets the read buffer (not a tensor's payload).
+  bool can_read_owned() const;
+  // True when no frame waits to be written.
+  bool writes_idle() const { return writes_.empty() && !writing_; }
+  // send_checked, writing now on this thread.
+  Status send_owned(const Message& m);
+  enum class Wait { data, timeout, kicked };
+  // Reads what the socket holds, or waits for it until `until` (or until `kick_fd`, an
+  // eventfd, is written: it is then drained), and hands every frame to the handlers on
+  // this thread. An error closes the connection (on_closed has run) and is returned.
+  // With `wait_first`, it waits before its first read (right after sending a request).
+  Result<Wait> read_owned(std::chrono::steady_clock::time_point until, int kick_fd, bool wait_first = false);
+  // Called after a frame or a close was posted from a thread that does not run the
+  // loop (so a caller that holds it can run the posted handlers). Set before start().
+  void set_post_hook(std::function<void()> hook) { post_hook_ = std::move(hook); }
+  int heartbeat_ms() const { return options_.heartbeat_ms; }
+
   const std::string& label() const { return label_; }
   const Identity& peer() const { return handshake_.peer(); }
   uint64_t peer_max_message_bytes() const { return handshake_.peer_max_message_bytes(); }
@@ -84,8 +110,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Status on_frame(RawFrame&& frame);
   Status deliver(Message&& m);
   Status on_payload_done();
+  Result<std::shared_ptr<OutFrame>> encode_checked(const Message& m) const;
+  bool on_loop_thread();
+  void posted();
   void queue_write(OutFrame frame);
   void write_next();
+  // Writes the front frame's rest now, without blocking: true when it all went.
+  Result<bool> write_front_now();
   void arm_heartbeat();
 
   asio::ip::tcp::socket socket_;
@@ -98,7 +129,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<char> buffer_;
   std::optional<Message> pending_;  // its payload is still arriving
   std::deque<OutFrame> writes_;
+  size_t front_written_ = 0;  // bytes of writes_.front() already sent
   bool writing_ = false;
+  bool read_direct_ = false;  // the pending read targets a payload window, not buffer_
+  std::function<void()> post_hook_;
   bool closed_ = false;
   bool closing_ = false;
   Status closing_why_;

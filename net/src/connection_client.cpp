@@ -1,6 +1,7 @@
 // The client end of a daemon connection (connection_client.h).
 #include "connection_client.h"
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -65,7 +66,7 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
       c->cv_.notify_all();
     });
   });
-  c->io_thread_ = std::thread([raw = c.get()] { raw->io_.run(); });
+  c->io_thread_ = std::thread([raw = c.get()] { raw->io_loop(); });
   {
     std::unique_lock<std::mutex> lock(c->mu_);
     bool done = deadline == kNoDeadline ? (c->cv_.wait(lock, [&] { return connected.has_value(); }), true)
@@ -80,7 +81,11 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
         socket.close(ignored);
       });
       c->work_.reset();
-      c->io_.stop();
+      {
+        std::lock_guard<std::mutex> exit_lock(c->mu_);
+        c->io_exit_ = true;
+        c->io_.stop();
+      }
       if (c->io_thread_.joinable()) c->io_thread_.join();
       return Status(done ? Code::unavailable : Code::deadline_exceeded,
                     "cannot connect to the node daemon at " + label + ": " + why);
@@ -95,6 +100,11 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
   Handshake hs(Handshake::Side::client, Identity{"client", me, random_incarnation()}, token, *nonce);
   c->conn_ = Connection::create(std::move(socket), std::move(hs), options, label);
   DaemonClient* raw = c.get();
+  c->kick_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  c->conn_->set_post_hook([raw] {
+    raw->posted_.fetch_add(1);
+    if (raw->driving_.load() && raw->kick_fd_ >= 0) (void)::eventfd_write(raw->kick_fd_, 1);
+  });
   c->conn_->start(Connection::Handlers{
       [raw](const Identity& peer) {
         std::lock_guard<std::mutex> lock(raw->mu_);
@@ -115,11 +125,58 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
 }
 
 DaemonClient::~DaemonClient() {
+  {
+    // No caller drives the loop any more: the io thread runs it to the end.
+    std::lock_guard<std::mutex> lock(mu_);
+    io_forced_ = true;
+    io_cv_.notify_all();
+  }
   if (conn_) conn_->close(cancelled("the client closed the connection"));
   work_.reset();
   // Let the close run, then stop the loop whatever is pending.
-  asio::post(io_, [this] { io_.stop(); });
+  asio::post(io_, [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    io_exit_ = true;
+    io_.stop();
+  });
   if (io_thread_.joinable()) io_thread_.join();
+  if (kick_fd_ >= 0) ::close(kick_fd_);
+}
+
+void DaemonClient::io_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (io_exit_) return;
+    if (caller_driving_) {
+      io_cv_.wait_for(lock, kLinger);
+      continue;
+    }
+    if (!io_wanted()) {
+      // A caller drove the loop a moment ago and will likely be back: leave it to them.
+      auto until = last_caller_ + kLinger;
+      if (Clock::now() < until) {
+        io_cv_.wait_until(lock, until);
+        continue;
+      }
+    }
+    // Restarted under the lock, so that a caller's stop() (under the lock, once it sees
+    // io_running_) cannot come before it and be lost.
+    io_.restart();
+    io_running_ = true;
+    lock.unlock();
+    io_.run();
+    lock.lock();
+    io_running_ = false;
+    io_cv_.notify_all();
+  }
+}
+
+bool DaemonClient::io_wanted() const {
+  return io_forced_ || !steps_.empty() || !registrations_.empty() || !watchers_.empty();
+}
+
+void DaemonClient::want_io() {
+  if (!io_running_ && !caller_driving_) io_cv_.notify_all();
 }
 
 std::string DaemonClient::who() const {
@@ -197,6 +254,7 @@ void DaemonClient::notify_when_done(uint64_t id, std::function<void()> fn) {
     bool settled = it == steps_.end() || it->second.has_value() || closed_.has_value();
     if (!settled) {
       watchers_[id] = std::move(fn);
+      want_io();
       return;
     }
   }
@@ -218,6 +276,11 @@ Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time
 Status DaemonClient::post(Message m) { return conn_->send_checked(m); }
 
 Status DaemonClient::request_shutdown(const std::string& reason, Clock::time_point deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    io_forced_ = true;
+    want_io();
+  }
   conn_->send(ShutdownMsg{reason});
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_until(lock, deadline, [&] { return closed_.has_value(); }))
@@ -231,6 +294,7 @@ Result<uint64_t> DaemonClient::register_message(RegisterGraphMsg m, Clock::time_
     std::lock_guard<std::mutex> lock(mu_);
     id = next_request_++;
     registrations_[id];
+    want_io();
   }
   m.request_id = id;
   if (Status sent = conn_->send_checked(m); !sent.ok()) {
@@ -249,8 +313,83 @@ Result<uint64_t> DaemonClient::register_message(RegisterGraphMsg m, Clock::time_
 
 Result<StepDoneMsg> DaemonClient::run_step(RunStepMsg m, Clock::time_point deadline) {
   uint64_t id = m.step_id;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool idle = ready_ && !closed_ && !caller_driving_ && !io_wanted() &&
+                std::this_thread::get_id() != io_thread_.get_id();
+    if (idle) {
+      steps_[id];
+      caller_driving_ = true;
+      if (io_running_) {
+        // Take the loop from the io thread (it was idle, or it would be wanted).
+        io_.stop();
+        if (!io_cv_.wait_until(lock, deadline, [&] { return !io_running_; })) {
+          caller_driving_ = false;
+          steps_.erase(id);
+          if (io_wanted()) io_cv_.notify_all();
+          return deadline_exceeded("step " + std::to_string(id) + " on " + who() + ": no answer before the deadline");
+        }
+      }
+      lock.unlock();
+      return drive_step(std::move(m), deadline);
+    }
+  }
   AF_RETURN_IF_ERROR(start_step(std::move(m), deadline));
   return wait_step(id, deadline);
+}
+
+Result<StepDoneMsg> DaemonClient::drive_step(RunStepMsg m, Clock::time_point deadline) {
+  uint64_t id = m.step_id;
+  if (deadline != kNoDeadline) m.timeout_ms = std::max<int64_t>(1, ms_until(deadline));
+  driving_ = true;
+  io_.restart();
+  // Handlers posted before this thread took the loop (a close_graph) run first, in order.
+  if (posted_.exchange(0) > 0) io_.poll();
+  // Written from this thread now, as a blocking client would (or queued behind a write
+  // still in progress, which the loop below then finishes).
+  Status sent = conn_->send_owned(m);
+  auto answered = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return steps_[id].has_value() || closed_.has_value();
+  };
+  // Timers (heartbeats, the silent-peer check) are the loop's: run them this often.
+  const auto slice = std::chrono::milliseconds(std::max(1, conn_->heartbeat_ms() / 4));
+  bool just_sent = true;
+  while (sent.ok() && !answered()) {
+    auto now = Clock::now();
+    if (deadline != kNoDeadline && now >= deadline) break;
+    if (conn_->writes_idle() && conn_->can_read_owned()) {
+      // The echo's way: wait on the socket itself and read the answer on this thread;
+      // every frame goes to the usual handlers.
+      auto until = std::min(deadline, now + slice);
+      auto w = conn_->read_owned(until, kick_fd_, just_sent);
+      just_sent = false;
+      if (!w.ok()) break;  // closed: on_closed has run
+      if (*w == Connection::Wait::timeout || (*w == Connection::Wait::kicked && posted_.exchange(0) > 0))
+        io_.poll();  // timers, frames posted by other threads
+      continue;
+    }
+    // TLS, a write still going, a payload read into a tensor: let asio drive.
+    size_t n = deadline == kNoDeadline ? io_.run_one_for(slice) : io_.run_one_until(std::min(deadline, now + slice));
+    if (n == 0 && io_.stopped()) break;
+  }
+  driving_ = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  caller_driving_ = false;
+  last_caller_ = Clock::now();
+  auto reply = std::move(steps_[id]);
+  steps_.erase(id);
+  watchers_.erase(id);
+  // Calls that came meanwhile (their answers, or their frames, are still to come) go to
+  // the io thread now.
+  if (io_wanted()) io_cv_.notify_all();
+  if (!sent.ok()) return sent;
+  if (reply) return std::move(*reply);
+  if (closed_)
+    return Status(closed_->code() == Code::ok ? Code::unavailable : closed_->code(),
+                  "step " + std::to_string(id) + " on " + who() + " failed: the connection closed (" +
+                      closed_->message() + ")");
+  return deadline_exceeded("step " + std::to_string(id) + " on " + who() + ": no answer before the deadline");
 }
 
 Status DaemonClient::start_step(RunStepMsg m, Clock::time_point deadline) {
@@ -260,6 +399,7 @@ Status DaemonClient::start_step(RunStepMsg m, Clock::time_point deadline) {
     if (closed_) return Status(Code::unavailable, "running a step on " + who() + ": the connection is closed (" + closed_->message() + ")");
     if (steps_.count(id)) return internal_error("step id " + std::to_string(id) + " is already running");
     steps_[id];
+    want_io();
   }
   if (deadline != kNoDeadline) m.timeout_ms = std::max<int64_t>(1, ms_until(deadline));
   if (Status sent = conn_->send_checked(m); !sent.ok()) {

@@ -3,9 +3,20 @@
 // request id, RunStep -> StepDone by step id). Many threads may wait at once; each wait
 // ends at its deadline or when the connection dies, whichever is first, with an error
 // that names the daemon.
+//
+// Who runs the connection's io_context: the io thread, or, on the fast path, the calling
+// thread itself. A run_step on an idle client (no other call or watcher outstanding)
+// takes the loop over: it writes its RunStep and reads the StepDone on its own thread, as
+// a blocking echo client does, with no hand-off to the io thread and back (every frame
+// that arrives meanwhile goes to the same handlers, on this thread; timers, heartbeats
+// included, fire there too; the wait ends at the step's deadline). The io thread stays
+// off the loop while callers come back within kLinger of each other, and takes it back
+// after that, or at once when a call is left that no caller drives (a concurrent
+// caller's step, a registration, a watcher).
 #pragma once
 #include <asio.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -49,6 +60,8 @@ class DaemonClient {
   // Called once, on the io thread, when the connection closes (at once, on this thread,
   // if it has closed already). For the log line of a lost peer.
   void set_close_handler(std::function<void(const Status&)> h);
+  // Sends one step and waits for its answer: on the calling thread (the fast path, see
+  // above) when no other call is outstanding, else as start_step + wait_step.
   Result<StepDoneMsg> run_step(RunStepMsg m, Clock::time_point deadline);
   // run_step in two halves: send now (frames leave in the order of these calls), wait later.
   Status start_step(RunStepMsg m, Clock::time_point deadline);
@@ -77,6 +90,14 @@ class DaemonClient {
   std::string who() const;
   void on_message(Message&& m);
   void on_closed(const Status& why);
+  // The io thread's loop: runs io_ unless a caller drives it (see above).
+  void io_loop();
+  // True when a call waits for an answer that no caller is reading (mu_ held).
+  bool io_wanted() const;
+  // Wakes the io thread when it must take the loop back now (mu_ held).
+  void want_io();
+  // The fast path of run_step: this thread drives io_ until the answer or the deadline.
+  Result<StepDoneMsg> drive_step(RunStepMsg m, Clock::time_point deadline);
 
   std::string label_;
   asio::io_context io_;
@@ -95,6 +116,21 @@ class DaemonClient {
   std::map<uint64_t, std::function<void()>> watchers_;
   std::function<void(Message&&)> other_;
   std::function<void(const Status&)> on_close_;
+
+  // Who drives io_ (under mu_): the io thread (io_running_), one caller (caller_driving_),
+  // or, between calls for up to kLinger, nobody.
+  static constexpr std::chrono::milliseconds kLinger{5};
+  std::condition_variable io_cv_;
+  bool io_running_ = false;
+  bool caller_driving_ = false;
+  bool io_forced_ = false;  // the destructor or a Shutdown: the io thread runs until the end
+  bool io_exit_ = false;
+  Clock::time_point last_caller_{};
+  // A driving caller waits in poll() on the socket and this eventfd; a thread that posts
+  // a frame meanwhile writes it, so the driver runs the posted handler (its write) now.
+  std::atomic<bool> driving_{false};
+  std::atomic<uint64_t> posted_{0};  // handlers posted from threads that do not run the loop
+  int kick_fd_ = -1;
 };
 
 }  // namespace actorflow::net

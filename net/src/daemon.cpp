@@ -1,6 +1,7 @@
 // The node daemon (daemon.h): one io thread accepts and runs every connection; steps and
 // registrations run on the WorkerPool, so a long step never stalls heartbeats or other
-// clients. Each connection's graphs belong to it and are freed when it closes.
+// clients. Steps of cheap kernels only (microseconds, no wait on any other thread) run on
+// the io thread itself and answer from there, with no hop to a worker and back. Each connection's graphs belong to it and are freed when it closes.
 #include "actorflow/net/daemon.h"
 
 #include <asio.hpp>
@@ -18,6 +19,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "actorflow/runtime/caller_step.h"
 #include "connection.h"
 #include "connection_client.h"
 #include "partition_service.h"
@@ -183,17 +185,21 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     // Started here, in the order this connection delivered the steps; waited for on a
     // worker thread, which sleeps rather than polls (the executor's wait for partitions):
     // a polling waiter per step took the cores the steps need.
+    (void)runtime::take_caller_step();
     auto started = partitions->start_step(*s, id);
-    pool->post([this, c, started, step = s->step_id] {
+    auto finish = [this, c, started, step = s->step_id] {
       StepDoneMsg done = partitions->finish_step(*started);
       ++steps_run;
       if (!done.status.ok()) log("partition step " + std::to_string(step) + " for " + c->label() + " failed: " + done.status.to_string());
       if (Status sent = c->send_checked(done); !sent.ok())
         c->send(StepDoneMsg{step, sent.with_context("the fetched tensors of step " + std::to_string(step)), {}});
-    });
+    };
+    // A partition of cheap kernels only, with no edge to wait for, has already run to its
+    // end above, on this thread: answer from here, without a hop to a worker.
+    if (runtime::take_caller_step()) finish();
+    else pool->post(std::move(finish));
   } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
-    pool->post([this, id, c, s = std::move(*s)] {
-      StepDoneMsg done = service->run_step(s, id);
+    auto answer = [this, id, c](const RunStepMsg& s, StepDoneMsg done) {
       ++steps_run;
       if (!done.status.ok())
         log("step " + std::to_string(s.step_id) + " of graph " + std::to_string(s.handle) + " for " + c->label() +
@@ -202,7 +208,11 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
         log("step " + std::to_string(s.step_id) + " for " + c->label() + " failed: " + sent.to_string());
         c->send(StepDoneMsg{s.step_id, sent.with_context("the fetched tensors of step " + std::to_string(s.step_id)), {}});
       }
-    });
+    };
+    // A kind of step that ran on its caller's thread last time (cheap kernels only, no
+    // wait on another thread) runs here on the io thread: no hop to a worker and back.
+    if (auto done = service->try_run_inline(*s, id)) return answer(*s, std::move(*done));
+    pool->post([this, id, answer, s = std::move(*s)] { answer(s, service->run_step(s, id)); });
   } else if (auto* cg = std::get_if<CloseGraphMsg>(&m)) {
     uint64_t handle = cg->handle;
     pool->post([this, id, handle] {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "actorflow/runtime/caller_step.h"
 #include "actorflow/tensor_codec.h"
 
 namespace actorflow::net {
@@ -63,7 +64,8 @@ void WorkerPool::loop() {
 // ---- WorkerService ----
 
 WorkerService::Entry::~Entry() {
-  // The session uses the graph: close it first.
+  // The Callables use the session, and the session the graph: free them in that order.
+  inline_kinds.clear();
   session.reset();
   graph.reset();
 }
@@ -99,6 +101,11 @@ Status WorkerService::extend_graph(uint64_t handle, const std::string& graph_def
   auto full = Graph::deserialize(graph_def);
   if (!full.ok()) return full.status().with_context("extending graph " + std::to_string(handle) + " on " + where_);
   std::unique_lock<std::shared_mutex> lock(entry->mu);
+  {
+    // Steps are prepared afresh on the grown graph.
+    std::lock_guard<std::mutex> kinds(entry->kinds_mu);
+    entry->inline_kinds.clear();
+  }
   Graph& g = *entry->graph;
   const Graph& f = **full;
   if (f.num_nodes() < g.num_nodes())
@@ -130,46 +137,67 @@ std::shared_ptr<WorkerService::Entry> WorkerService::find(uint64_t handle, uint6
   return it->second;
 }
 
-Result<std::vector<Tensor>> WorkerService::run_entry(Entry& e, const RunStepMsg& m) {
-  std::shared_lock<std::shared_mutex> lock(e.mu);
-  Graph& g = *e.graph;
-  FeedDict feeds;
+namespace {
+
+std::string step_kind(const RunStepMsg& m) {
+  std::string k;
+  for (auto& [name, value] : m.feeds) k += "f" + name + ";";
+  for (auto& name : m.fetches) k += "o" + name + ";";
+  for (auto& name : m.targets) k += "t" + name + ";";
+  return k;
+}
+
+}  // namespace
+
+Result<WorkerService::Resolved> WorkerService::resolve(Graph& g, const RunStepMsg& m) {
+  Resolved r;
   for (auto& [name, value] : m.feeds) {
     AF_ASSIGN_OR_RETURN(Output out, g.find_output(name));
     if (!value.status.ok()) return value.status.with_context("the feed '" + name + "'");
-    feeds.emplace_back(out, value.tensor);
+    r.feeds.emplace_back(out, value.tensor);
   }
-  std::vector<Fetch> fetches;
   for (auto& name : m.fetches) {
     AF_ASSIGN_OR_RETURN(Output out, g.find_output(name));
-    fetches.emplace_back(out);
+    r.fetches.emplace_back(out);
   }
-  std::vector<Operation> targets;
   for (auto& name : m.targets) {
     const Node* n = g.find_node(name);
     if (!n) return not_found("no node '" + name + "' in the registered graph");
-    targets.emplace_back(&g, n->id);
+    r.targets.emplace_back(&g, n->id);
   }
-  RunOptions options;
-  options.timeout_ms = m.timeout_ms;
-  return e.session->run(options, fetches, feeds, targets);
+  return r;
 }
 
-StepDoneMsg WorkerService::run_step(const RunStepMsg& m, uint64_t owner) {
+Result<std::vector<Tensor>> WorkerService::run_entry(Entry& e, const RunStepMsg& m) {
+  AF_ASSIGN_OR_RETURN(Resolved r, resolve(*e.graph, m));
+  RunOptions options;
+  options.timeout_ms = m.timeout_ms;
+  auto out = e.session->run(options, r.fetches, r.feeds, r.targets);
+  // A step that ran to its end on this thread, and succeeded, vouches for its kind: the
+  // io thread may run the next ones, through a Callable made now.
+  if (runtime::take_caller_step() && out.ok()) {
+    std::string kind = step_kind(m);
+    {
+      std::lock_guard<std::mutex> lock(e.kinds_mu);
+      if (e.inline_kinds.count(kind) || e.inline_kinds.size() >= kMaxInlineKinds) return out;
+    }
+    std::vector<Output> fed;
+    for (auto& [o, t] : r.feeds) fed.push_back(o);
+    auto call = e.session->make_callable(r.fetches, fed, r.targets);
+    std::lock_guard<std::mutex> lock(e.kinds_mu);
+    if (call.ok()) e.inline_kinds.emplace(std::move(kind), std::move(*call));
+  }
+  return out;
+}
+
+void WorkerService::forget_kind(Entry& e, const RunStepMsg& m) {
+  std::lock_guard<std::mutex> lock(e.kinds_mu);
+  e.inline_kinds.erase(step_kind(m));
+}
+
+StepDoneMsg WorkerService::finish(const RunStepMsg& m, Result<std::vector<Tensor>> out) {
   StepDoneMsg done;
   done.step_id = m.step_id;
-  auto entry = find(m.handle, owner);
-  if (!entry) {
-    done.status = not_found("no graph with handle " + std::to_string(m.handle) + " on " + where_ +
-                            " (closed, or registered before the daemon restarted)");
-    return done;
-  }
-  Result<std::vector<Tensor>> out = internal_error("unset");
-  try {
-    out = run_entry(*entry, m);
-  } catch (...) {
-    out = status_from_current_exception();
-  }
   if (!out.ok()) {
     done.status = out.status().with_context("on " + where_);
     return done;
@@ -183,6 +211,59 @@ StepDoneMsg WorkerService::run_step(const RunStepMsg& m, uint64_t owner) {
     done.fetched.push_back(std::move(tm));
   }
   return done;
+}
+
+StepDoneMsg WorkerService::run_step(const RunStepMsg& m, uint64_t owner) {
+  auto entry = find(m.handle, owner);
+  if (!entry) {
+    StepDoneMsg done;
+    done.step_id = m.step_id;
+    done.status = not_found("no graph with handle " + std::to_string(m.handle) + " on " + where_ +
+                            " (closed, or registered before the daemon restarted)");
+    return done;
+  }
+  Result<std::vector<Tensor>> out = internal_error("unset");
+  (void)runtime::take_caller_step();
+  try {
+    std::shared_lock<std::shared_mutex> lock(entry->mu);
+    out = run_entry(*entry, m);
+  } catch (...) {
+    out = status_from_current_exception();
+  }
+  return finish(m, std::move(out));
+}
+
+std::optional<StepDoneMsg> WorkerService::try_run_inline(const RunStepMsg& m, uint64_t owner) {
+  auto entry = find(m.handle, owner);
+  if (!entry) return std::nullopt;
+  Callable call;
+  {
+    std::lock_guard<std::mutex> lock(entry->kinds_mu);
+    if (entry->inline_kinds.empty()) return std::nullopt;
+    auto it = entry->inline_kinds.find(step_kind(m));
+    if (it == entry->inline_kinds.end()) return std::nullopt;
+    call = it->second;
+  }
+  std::shared_lock<std::shared_mutex> lock(entry->mu, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  // The kind's feeds come in the order of its key, the Callable's order.
+  std::vector<Tensor> feeds;
+  feeds.reserve(m.feeds.size());
+  for (auto& [name, value] : m.feeds) {
+    if (!value.status.ok()) return finish(m, value.status.with_context("the feed '" + name + "'"));
+    feeds.push_back(value.tensor);
+  }
+  RunOptions options;
+  options.timeout_ms = m.timeout_ms;
+  Result<std::vector<Tensor>> out = internal_error("unset");
+  (void)runtime::take_caller_step();
+  try {
+    out = call(feeds, options);
+  } catch (...) {
+    out = status_from_current_exception();
+  }
+  if (!runtime::take_caller_step()) forget_kind(*entry, m);
+  return finish(m, std::move(out));
 }
 
 void WorkerService::close_graph(uint64_t handle, uint64_t owner) {
