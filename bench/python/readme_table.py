@@ -17,9 +17,14 @@ INTERNAL_HEADER = ("Internal ratios (ours against ours, no external peer):\n\n"
                    "|---|---|---:|---:|---:|---|---|")
 
 
+# Units of size (peak_rss): ours is smaller or larger, not faster or slower.
+_SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "KB", "MB", "GB")
+
+
 def _verdict(r):
     s = r["ours_speedup"]
-    return ("%.2fx faster" % s) if s >= 1 else ("%.2fx slower" % (1 / s))
+    better, worse = ("smaller", "larger") if r.get("unit") in _SIZE_UNITS else ("faster", "slower")
+    return ("%.2fx %s" % (s, better)) if s >= 1 else ("%.2fx %s" % (1 / s, worse))
 
 
 def _when(r, commit):
