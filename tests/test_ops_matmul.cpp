@@ -108,6 +108,39 @@ TEST_CASE("matmul: large and odd sizes use the threaded contraction correctly") 
   aft::check_close(out, naive(a.to_vector<float>(), b.to_vector<float>(), m, n, k, true, true), 1e-4);
 }
 
+TEST_CASE("matmul: an MLP's banded products give the bits of one thread (the samples' figures rest on them)") {
+  // 64x784x256 forward (plain and with bias + relu fused) and its weight gradient
+  // x^T * dz (12.8M multiply-adds: banded by columns over 2 pool threads), and a batch of
+  // 50 (10M). Products from 2^24 on are banded by rows, as they always were, and may
+  // differ from one thread in the last bits.
+  for (int64_t rows : {64, 50}) {
+    CAPTURE(rows);
+    const af::Tensor x = random_tensor({rows, 784}, 5), w = random_tensor({784, 256}, 6),
+                     dz = random_tensor({rows, 256}, 7), bias = random_tensor({256}, 8);
+    std::vector<af::Tensor> outs[2];
+    for (int threads : {1, 2}) {
+      af::Graph g;
+      auto px = af::placeholder(g, af::f32, {-1, 784}, "x");
+      auto pw = af::placeholder(g, af::f32, {784, 256}, "w");
+      auto pdz = af::placeholder(g, af::f32, {-1, 256}, "dz");
+      auto pb = af::placeholder(g, af::f32, {256}, "b");
+      auto fwd = af::matmul(px, pw);
+      auto fused = af::relu(af::bias_add(af::matmul(px, pw), pb));
+      auto grad = af::matmul(px, pdz, true, false);
+      af::SessionOptions o;
+      o.intra_op_threads = threads;
+      auto sess = af::Session::create(g, o).value();
+      auto r = sess.run({fwd, fused, grad}, {{px, x}, {pw, w}, {pdz, dz}, {pb, bias}});
+      REQUIRE(r.ok());
+      outs[threads - 1] = *r;
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(outs[0][i].equals(outs[1][i]));
+    }
+  }
+}
+
 TEST_CASE("matmul: batched with broadcasting") {
   SUBCASE("[2,2,3] x [3,2]: one b for every batch") {
     af::Graph g;

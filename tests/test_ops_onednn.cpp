@@ -206,6 +206,51 @@ TEST_CASE("onednn: fused bias and relu post-ops, and strided (row band) operands
   }
 }
 
+TEST_CASE("onednn: banded products cover the whole; below 2^24 column bands keep the MLP products' bits") {
+  if (!cpu::onednn_available()) return;
+  struct BandCase {
+    int64_t m, n, k;
+    bool ta, tb, columns;
+  };
+  // An MLP's forward product and its weight gradient (12.8M multiply-adds: column bands),
+  // a forward product with b transposed, and 256^3 (2^24: row bands, as before).
+  for (BandCase c : {BandCase{64, 256, 784, false, false, true}, BandCase{784, 256, 64, true, false, true},
+                     BandCase{64, 256, 784, false, true, true}, BandCase{256, 256, 256, false, false, false}}) {
+    CAPTURE(c.m);
+    CAPTURE(c.ta);
+    CAPTURE(c.tb);
+    cpu::GemmShape s;
+    s.m = c.m;
+    s.n = c.n;
+    s.k = c.k;
+    s.ta = c.ta;
+    s.tb = c.tb;
+    CHECK(s.macs() >= cpu::threaded_product_macs());
+    auto va = random_values(c.m * c.k, 61);
+    auto vb = random_values(c.k * c.n, 62);
+    auto bias = random_values(c.n, 63);
+    for (bool with_bias : {false, true}) {
+      std::vector<float> whole(static_cast<size_t>(c.m * c.n)), banded(whole.size(), -7.0f);
+      const float* pbias = with_bias ? bias.data() : nullptr;
+      REQUIRE(cpu::onednn_gemm_f32(s, va.data(), vb.data(), pbias, with_bias, whole.data()));
+      const int64_t bands = cpu::gemm_bands(s, 2);
+      REQUIRE(bands == 2);
+      for (int64_t i = 0; i < bands; ++i) {
+        const cpu::GemmBand b = cpu::gemm_band(s, i, bands);
+        CHECK((c.columns ? b.shape.n : b.shape.m) == (c.columns ? c.n : c.m) / 2);
+        REQUIRE(cpu::onednn_gemm_f32(b.shape, va.data() + b.a_offset, vb.data() + b.b_offset,
+                                     with_bias ? bias.data() + b.bias_offset : nullptr, with_bias,
+                                     banded.data() + b.c_offset));
+      }
+      auto want = naive(va, vb, c.m, c.n, c.k, c.ta, c.tb);
+      if (with_bias)
+        for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + bias[i % static_cast<size_t>(c.n)]);
+      check_near(banded, want, c.k, "bands");
+      if (c.columns && !c.tb) CHECK(banded == whole);  // the same bits as one primitive
+    }
+  }
+}
+
 TEST_CASE("onednn: primitives are cached per shape and shared by concurrent callers") {
   if (!cpu::onednn_available()) {
     CHECK(cpu::onednn_cached_primitives() == 0);

@@ -3,12 +3,13 @@
 // f32 products of two matrices for which MatMul would pick oneDNN (cpu::prefer_onednn:
 // the same shape classes and the same AF_MATMUL_BACKEND override) run as one oneDNN
 // primitive with the bias and relu post-ops, so the output is written once; products
-// of 2^24 multiply-adds and more are cut into row bands, one per pool thread, as
-// MatMul's own oneDNN path does. Everything else (f64, batched operands, single rows,
-// small products, a build without oneDNN) runs MatMul's own kernel (Eigen, threaded as
-// MatMul is) and then adds the bias and applies relu in one pass over the output, so
-// the op always has a kernel and the fusion pass need not know the build. No Eigen
-// here: matmul_kernels.cpp stays the only matmul translation unit that includes it.
+// of cpu::threaded_product_macs() (2^23) multiply-adds and more are cut into bands
+// (cpu::gemm_band), one per pool thread, as MatMul's own oneDNN path does. Everything else (f64, batched
+// operands, single rows, small products, a build without oneDNN) runs MatMul's own
+// kernel (Eigen, threaded as MatMul is) and then adds the bias and applies relu in one
+// pass over the output, so the op always has a kernel and the fusion pass need not know
+// the build. No Eigen here: matmul_kernels.cpp stays the only matmul translation unit
+// that includes it.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -18,9 +19,6 @@
 
 namespace actorflow {
 namespace {
-
-// MatMul's kernel threads products from this many multiply-adds on (matmul_kernels.cpp).
-constexpr int64_t kThreadedProduct = int64_t{1} << 24;
 
 template <typename T>
 void add_bias_relu(const DeviceContext* dev, T* c, const T* bias, int64_t rows, int64_t n, bool relu) {
@@ -111,7 +109,7 @@ class FusedMatMulKernel : public OpKernel {
     if ((tb_ ? b.dim(1) : b.dim(0)) != s.k) return false;  // MatMul's kernel reports it
     if (s.m == 0 || s.n == 0 || s.k == 0) return false;
     const int threads = ctx.device()->num_threads();
-    const bool threaded = threads > 1 && s.macs() >= kThreadedProduct;
+    const bool threaded = threads > 1 && s.macs() >= cpu::threaded_product_macs();
     if (!cpu::prefer_onednn(s, threaded ? threads : 1)) return false;
     Tensor& out = ctx.allocate_output(0, DType::f32, Shape({s.m, s.n}));
     const float* pa = a.data<float>();
@@ -119,18 +117,16 @@ class FusedMatMulKernel : public OpKernel {
     const float* pbias = bias.data<float>();
     float* pc = out.data<float>();
     if (!threaded) return cpu::onednn_gemm_f32(s, pa, pb, pbias, relu_, pc);
-    // Bands of rows, one per pool thread (a band of a transposed a is a column offset
-    // with a's stride kept), each a single-threaded primitive: see matmul_kernels.cpp.
-    const int64_t bands = std::min<int64_t>(threads, s.m);
+    // Bands (cpu::gemm_band: rows, or columns below 2^24 multiply-adds, strides kept),
+    // one per pool thread, each a single-threaded primitive: see matmul_kernels.cpp.
+    const int64_t bands = cpu::gemm_bands(s, threads);
     std::atomic<bool> ok{true};
     ctx.device()->parallel_for(bands, s.macs() / 32 / bands + 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t r0 = s.m * i / bands, r1 = s.m * (i + 1) / bands;
-        cpu::GemmShape band = s;
-        band.m = r1 - r0;
-        band.lda = s.a_stride();
-        const float* ai = ta_ ? pa + r0 : pa + r0 * s.k;
-        if (!cpu::onednn_gemm_f32(band, ai, pb, pbias, relu_, pc + r0 * s.n)) ok = false;
+        const cpu::GemmBand band = cpu::gemm_band(s, i, bands);
+        if (!cpu::onednn_gemm_f32(band.shape, pa + band.a_offset, pb + band.b_offset, pbias + band.bias_offset, relu_,
+                                  pc + band.c_offset))
+          ok = false;
       }
     });
     return ok;

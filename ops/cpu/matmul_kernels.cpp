@@ -90,23 +90,20 @@ void gemm_one(const Eigen::ThreadPoolDevice& dev, const Gemm& g, const T* a, con
 
 // A large f32 product through oneDNN on every pool thread: oneDNN's own threads are an
 // OpenMP team we do not size with the pool, so each pool thread runs a single-threaded
-// primitive on its band of rows. A band of a is a row offset (or, transposed, a column
-// offset with a's stride kept). False when oneDNN is not chosen or fails.
+// primitive on its band (cpu::gemm_band: rows, or columns below 2^24 multiply-adds,
+// strides kept). False when oneDNN is not chosen or fails.
 bool product_onednn_threaded(OpKernelContext& ctx, const Gemm& g, const float* a, const float* b, float* c) {
   const int threads = ctx.device()->num_threads();
   const cpu::GemmShape whole = gemm_shape(g);
   if (!cpu::prefer_onednn(whole, threads)) return false;
-  const int64_t bands = std::min<int64_t>(threads, g.m);
+  const int64_t bands = cpu::gemm_bands(whole, threads);
   std::atomic<bool> ok{true};
   // Cost per band in ns (~32 multiply-adds per ns): large, so each band gets a thread.
   ctx.device()->parallel_for(bands, g.macs() / 32 / bands + 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t r0 = g.m * i / bands, r1 = g.m * (i + 1) / bands;
-      cpu::GemmShape s = whole;
-      s.m = r1 - r0;
-      s.lda = whole.a_stride();
-      const float* ai = g.ta ? a + r0 : a + r0 * g.k;
-      if (!cpu::onednn_gemm_f32(s, ai, b, nullptr, false, c + r0 * g.n)) ok = false;
+      const cpu::GemmBand band = cpu::gemm_band(whole, i, bands);
+      if (!cpu::onednn_gemm_f32(band.shape, a + band.a_offset, b + band.b_offset, nullptr, false, c + band.c_offset))
+        ok = false;
     }
   });
   return ok;
@@ -243,17 +240,19 @@ class MatMulKernel : public OpKernel {
   template <typename T>
   static void product(OpKernelContext& ctx, const Gemm& g, const T* a, const T* b, T* c) {
     if constexpr (std::is_floating_point_v<T>) {
-      // Below ~16M multiply-adds a second thread gains nothing here (measured on a
-      // training step's products, m = 64: same time, twice the CPU) and waking a pool
-      // thread costs ~100 us on our VMs; the runtime overlaps independent products on its
-      // scheduler threads instead. 256^3 and up use the pool.
-      if (g.macs() < (int64_t{1} << 24) || ctx.device()->num_threads() == 1) {
+      // Below 8M multiply-adds (cpu::threaded_product_macs) a second thread gains little
+      // against the cost of waking a pool thread; larger f32 products on oneDNN (an MLP's
+      // 64x784x256 and its gradients) are banded over the pool. Eigen's contraction is
+      // threaded from 16M (256^3) only, as before: its threaded evaluation may sum in
+      // another order, and the samples' figures rest on these bits.
+      const bool threads = ctx.device()->num_threads() > 1;
+      if constexpr (std::is_same_v<T, float>) {
+        if (threads && g.macs() >= cpu::threaded_product_macs() && product_onednn_threaded(ctx, g, a, b, c)) return;
+      }
+      if (!threads || g.macs() < (int64_t{1} << 24)) {
         Eigen::ThreadPoolDevice single(eigen_cpu(ctx).getPool(), 1);
         gemm_one<T>(single, g, a, b, c);
         return;
-      }
-      if constexpr (std::is_same_v<T, float>) {
-        if (product_onednn_threaded(ctx, g, a, b, c)) return;
       }
       gemm_one<T>(eigen_cpu(ctx), g, a, b, c);
     } else {

@@ -2,6 +2,7 @@
 // oneDNN and Eigen for MatMul's f32 kernel. See onednn_matmul.h.
 #include "cpu/onednn_matmul.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -41,12 +42,51 @@ std::atomic<MatmulBackend> g_backend{backend_from_env()};
 //     gradients' products, 128x64x10 ta): oneDNN, 31 against 19;
 //   * from 2^17 on: oneDNN, 1.2x to 2.5x (64^3 49 against 42, 64x784x256 89 against 46,
 //     its ta/tb gradients 70-86 against 50-54, 50x3136x1024 76 against 31).
-// Products of 2^24 and up run on every pool thread (rows in bands, matmul_kernels.cpp).
+// Products of 2^23 and up run on every pool thread (gemm_band; matmul_kernels.cpp): an
+// MLP training step's 64x784x256 products (12.8M) took ~290-310 us each on one thread,
+// ~150-190 us per band of two (rows or columns alike); banded, they cut the epoch from
+// ~1.1-1.3 s to ~1.0-1.1 s once the step ran on the caller's thread (2026-12-01 07:17
+// UTC, load 1.8-3.7, alternating runs), and 2^20 (which also bands the 2M products)
+// gained nothing more. Below 2^24 the bands are columns: for the MLP's products they
+// give the unbanded product's bits (rows did not), so the samples' figures stay.
 constexpr int64_t kMinRows = 2;
 constexpr int64_t kMinMacsTransposed = int64_t{1} << 16;
 constexpr int64_t kMinMacs = int64_t{1} << 17;
+constexpr int64_t kThreadedMacs = int64_t{1} << 23;
+constexpr int64_t kRowBandMacs = int64_t{1} << 24;
 
 }  // namespace
+
+int64_t threaded_product_macs() { return kThreadedMacs; }
+
+namespace {
+bool by_columns(const GemmShape& whole) { return whole.macs() < kRowBandMacs; }
+}  // namespace
+
+int64_t gemm_bands(const GemmShape& whole, int threads) {
+  return std::max<int64_t>(1, std::min<int64_t>(threads, by_columns(whole) ? whole.n : whole.m));
+}
+
+GemmBand gemm_band(const GemmShape& whole, int64_t i, int64_t bands) {
+  GemmBand b;
+  b.shape = whole;
+  b.shape.lda = whole.a_stride();
+  b.shape.ldb = whole.b_stride();
+  b.shape.ldc = whole.c_stride();
+  if (by_columns(whole)) {
+    const int64_t q0 = whole.n * i / bands, q1 = whole.n * (i + 1) / bands;
+    b.shape.n = q1 - q0;
+    b.b_offset = whole.tb ? q0 * b.shape.ldb : q0;
+    b.c_offset = q0;
+    b.bias_offset = q0;
+  } else {
+    const int64_t r0 = whole.m * i / bands, r1 = whole.m * (i + 1) / bands;
+    b.shape.m = r1 - r0;
+    b.a_offset = whole.ta ? r0 : r0 * b.shape.lda;
+    b.c_offset = r0 * b.shape.ldc;
+  }
+  return b;
+}
 
 void set_matmul_backend(MatmulBackend b) { g_backend.store(b, std::memory_order_relaxed); }
 MatmulBackend matmul_backend() { return g_backend.load(std::memory_order_relaxed); }
@@ -68,7 +108,7 @@ bool prefer_onednn(const GemmShape& g, int threads) {
 namespace {
 
 struct Key {
-  int64_t m, n, k, lda, ldb;
+  int64_t m, n, k, lda, ldb, ldc;
   bool ta, tb, bias, relu;
   bool operator==(const Key&) const = default;
 };
@@ -76,7 +116,7 @@ struct Key {
 struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = 1469598103934665603ull;
-    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb,
+    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
                       int64_t{k.ta} | int64_t{k.tb} << 1 | int64_t{k.bias} << 2 | int64_t{k.relu} << 3})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     return h;
@@ -110,7 +150,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   // Transposes are strides: a stored [k,m] read as [m,k] has strides {1, lda}.
   e->a = dnnl::memory::desc(dims{key.m, key.k}, dt::f32, key.ta ? dims{1, key.lda} : dims{key.lda, 1});
   e->b = dnnl::memory::desc(dims{key.k, key.n}, dt::f32, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
-  e->c = dnnl::memory::desc(dims{key.m, key.n}, dt::f32, dims{key.n, 1});
+  e->c = dnnl::memory::desc(dims{key.m, key.n}, dt::f32, dims{key.ldc, 1});
   if (key.bias) e->bias = dnnl::memory::desc(dims{1, key.n}, dt::f32, dims{key.n, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -156,7 +196,7 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
   // thread, so other threads' settings are untouched). Set before the primitive is made:
   // oneDNN fixes a primitive's thread count when it creates it, and runs that many.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
-  const Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.ta, g.tb, bias != nullptr, relu};
+  const Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.c_stride(), g.ta, g.tb, bias != nullptr, relu};
   std::shared_ptr<const Entry> e;
   try {
     e = lookup(key);

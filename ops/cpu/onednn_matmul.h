@@ -7,15 +7,16 @@
 
 namespace actorflow::cpu {
 
-// c[m,n] = op(a) * op(b), row-major. lda/ldb are the row strides of a and b as stored
-// (a is [k,m] when ta, else [m,k]); 0 means packed. c is packed [m,n].
+// c[m,n] = op(a) * op(b), row-major. lda/ldb/ldc are the row strides of a, b and c as
+// stored (a is [k,m] when ta, else [m,k]); 0 means packed.
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
-  int64_t lda = 0, ldb = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t macs() const { return m * n * k; }
   int64_t a_stride() const { return lda ? lda : (ta ? m : k); }
   int64_t b_stride() const { return ldb ? ldb : (tb ? k : n); }
+  int64_t c_stride() const { return ldc ? ldc : n; }
 };
 
 bool onednn_available();
@@ -39,6 +40,26 @@ MatmulBackend matmul_backend();
 // at least 2^17 multiply-adds (2^16 with a transpose); see onednn_matmul.cpp and
 // bench/README.md, "Matmul backends".
 bool prefer_onednn(const GemmShape& g, int threads);
+
+// Multiply-adds (2^23) from which MatMul and _FusedMatMul band one f32 oneDNN product
+// over the device's pool threads, one single-threaded primitive per band; smaller
+// products run on the calling thread. (Eigen's contraction, f64 and the fallbacks, is
+// threaded from 2^24 as before.)
+int64_t threaded_product_macs();
+
+// Band i of `bands` of the product `whole`: its shape (strides of the whole kept) and
+// where its a, b, c and bias start, in elements. Products of 2^24 multiply-adds and up are
+// cut into bands of rows, as they always were; smaller ones (from threaded_product_macs)
+// into bands of columns, which for the shapes of an MLP's training step (64x256x784 and
+// 784x256x64 with a transposed) give the bits of the whole product where bands of rows
+// did not (tests/test_ops_onednn.cpp), at the same speed: the samples' figures stay.
+struct GemmBand {
+  GemmShape shape;
+  int64_t a_offset = 0, b_offset = 0, c_offset = 0, bias_offset = 0;
+};
+GemmBand gemm_band(const GemmShape& whole, int64_t i, int64_t bands);
+// How many bands `threads` pool threads cut `whole` into (at most one per row or column).
+int64_t gemm_bands(const GemmShape& whole, int threads);
 
 // The Eigen contraction MatMul runs when oneDNN is not chosen, single-threaded (packed
 // operands, lda/ldb ignored): for benchmarks comparing the two kernels without a session.
