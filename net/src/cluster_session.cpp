@@ -8,6 +8,8 @@
 // wait is bounded: a step without a timeout gets kDefaultStepTimeoutMs. A graph that
 // grew is cut and registered again; its variables live on, since all partitions of a
 // session share their location's variables on the daemon (RegisterGraph.variableScope).
+// A partition whose daemon runs in this process (a worker task's own) is registered and
+// run by direct calls instead of a loopback connection (local_daemons.h).
 #include "cluster_session.h"
 
 #include <atomic>
@@ -23,6 +25,7 @@
 #include "actorflow/graph_partition.h"
 #include "actorflow/tensor_codec.h"
 #include "connection_client.h"
+#include "local_daemons.h"
 #include "token.h"
 
 namespace actorflow::net {
@@ -132,23 +135,36 @@ class ClusterSession final : public SessionImpl {
       tm.tensor = value;
       msgs[it->second].feeds.emplace_back(out.name(), std::move(tm));
     }
-    std::map<std::string, Status> start_failed;
-    for (auto& [loc, m] : msgs) {
-      Status st = kind->parts.at(loc).client->start_step(std::move(m), deadline);
-      if (!st.ok()) start_failed[loc] = st;
-    }
-    start_lock.unlock();
     // One thread waits for every partition: each daemon's answer (or its connection's
-    // end) queues its location here.
+    // end) queues its location here; a partition of this process's own daemon leaves its
+    // answer here too.
     struct Arrivals {
       std::mutex mu;
       std::condition_variable cv;
       std::deque<std::string> ready;
+      std::map<std::string, StepDoneMsg> local_done;
     };
     auto arrivals = std::make_shared<Arrivals>();
+    std::map<std::string, Status> start_failed;
+    for (auto& [loc, m] : msgs) {
+      Part& p = kind->parts.at(loc);
+      if (p.local) {
+        p.local->daemon->run_step(m, p.local->owner, [arrivals, loc = loc](StepDoneMsg d) {
+          std::lock_guard<std::mutex> lock(arrivals->mu);
+          arrivals->local_done[loc] = std::move(d);
+          arrivals->ready.push_back(loc);
+          arrivals->cv.notify_one();
+        });
+        continue;
+      }
+      Status st = p.client->start_step(std::move(m), deadline);
+      if (!st.ok()) start_failed[loc] = st;
+    }
+    start_lock.unlock();
     std::set<std::string> running;
     for (auto& [loc, m] : msgs) {
       running.insert(loc);
+      if (kind->parts.at(loc).local) continue;
       if (start_failed.count(loc)) {
         std::lock_guard<std::mutex> lock(arrivals->mu);
         arrivals->ready.push_back(loc);
@@ -186,7 +202,15 @@ class ClusterSession final : public SessionImpl {
       Result<StepDoneMsg> r = [&]() -> Result<StepDoneMsg> {
         auto failed = start_failed.find(loc);
         if (failed != start_failed.end()) return failed->second;
-        return kind->parts.at(loc).client->wait_step(step, deadline);
+        const Part& p = kind->parts.at(loc);
+        if (p.local) {
+          std::lock_guard<std::mutex> lock(arrivals->mu);
+          auto it = arrivals->local_done.find(loc);
+          if (it != arrivals->local_done.end()) return std::move(it->second);
+          return deadline_exceeded("step " + std::to_string(step) + " did not finish on " + loc + " (" +
+                                   p.local->daemon->task() + ", this process) by its deadline");
+        }
+        return p.client->wait_step(step, deadline);
       }();
       Status s = r.ok() ? r->status : r.status();
       if (s.ok()) {
@@ -212,7 +236,11 @@ class ClusterSession final : public SessionImpl {
         auto now = DaemonClient::Clock::now();
         give_up = std::min(give_up, now + (now >= deadline ? std::chrono::milliseconds(200) : std::chrono::milliseconds(1000)));
         Status why = cancelled("step " + std::to_string(step) + " failed elsewhere: " + first.message());
-        for (auto& other : running) kind->parts.at(other).client->cleanup_step(kind->parts.at(other).handle, step, why);
+        for (auto& other : running) {
+          const Part& p = kind->parts.at(other);
+          if (p.local) p.local->daemon->abort_step(p.handle, step, why, p.local->owner);
+          else p.client->cleanup_step(p.handle, step, why);
+        }
       }
     }
     if (!root.ok()) return root;
@@ -244,8 +272,17 @@ class ClusterSession final : public SessionImpl {
   }
 
  private:
+  // This session's partitions on a daemon of its own process, reached by direct calls;
+  // freed with the kind, as closing a connection frees those of a remote daemon.
+  struct LocalOwner {
+    std::shared_ptr<LocalDaemon> daemon;
+    uint64_t owner;
+    explicit LocalOwner(std::shared_ptr<LocalDaemon> d) : daemon(std::move(d)), owner(daemon->new_owner()) {}
+    ~LocalOwner() { daemon->close_owner(owner); }
+  };
   struct Part {
-    std::shared_ptr<DaemonClient> client;
+    std::shared_ptr<DaemonClient> client;     // a daemon dialed, or
+    std::shared_ptr<LocalOwner> local;        // this process's own
     uint64_t handle = 0;
   };
   // One kind of step, registered.
@@ -284,7 +321,7 @@ class ClusterSession final : public SessionImpl {
     // registered afresh: the new incarnation has none of the old partitions.
     auto all_alive = [](const Kind& k) {
       for (auto& [loc, p] : k.parts)
-        if (!p.client->alive()) return false;
+        if (p.local ? !p.local->daemon->alive() : !p.client->alive()) return false;
       return true;
     };
     if (it != kinds_.end() && !it->second->broken && it->second->graph_version == graph_.version() && all_alive(*it->second))
@@ -329,10 +366,6 @@ class ClusterSession final : public SessionImpl {
     for (auto& [loc, pg] : parts.graphs) {
       const TaskAddress& t = *daemon_of.at(loc);
       std::string label = "af://" + t.address() + " (" + t.task + ")";
-      auto c = DaemonClient::connect(t.host, t.port, token_, label, deadline);
-      if (!c.ok()) return c.status();
-      Part p;
-      p.client = std::shared_ptr<DaemonClient>(std::move(c).value());
       RegisterGraphMsg m;
       m.graph_def = pg->serialize();
       m.location = loc;
@@ -340,6 +373,18 @@ class ClusterSession final : public SessionImpl {
       m.peers = peers;
       m.edge_capacity = opts_.edge_capacity;
       m.variable_scope = variable_scope();
+      Part p;
+      if (auto local = find_local_daemon(t.host, t.port)) {
+        p.local = std::make_shared<LocalOwner>(std::move(local));
+        auto h = p.local->daemon->register_partition(m, p.local->owner, deadline);
+        if (!h.ok()) return h.status().with_context("registering the partition for " + loc + " on " + label + " (this process)");
+        p.handle = *h;
+        k->parts[loc] = std::move(p);
+        continue;
+      }
+      auto c = DaemonClient::connect(t.host, t.port, token_, label, deadline);
+      if (!c.ok()) return c.status();
+      p.client = std::shared_ptr<DaemonClient>(std::move(c).value());
       auto h = p.client->register_message(std::move(m), deadline);
       if (!h.ok()) return h.status().with_context("registering the partition for " + loc + " on " + label);
       p.handle = *h;

@@ -22,6 +22,7 @@
 #include "actorflow/runtime/caller_step.h"
 #include "connection.h"
 #include "connection_client.h"
+#include "local_daemons.h"
 #include "partition_service.h"
 #include "peer_table.h"
 #include "token.h"
@@ -56,6 +57,8 @@ struct NodeDaemon::Impl {
   std::unique_ptr<PeerTable> peers;
   std::shared_ptr<asio::ssl::context> tls_server;  // null: plain TCP
   std::unique_ptr<PartitionService> partitions;
+  // The same partitions, for sessions of this process (local_daemons.h).
+  std::shared_ptr<LocalDaemon> local;
   // io thread only.
   std::map<uint64_t, std::shared_ptr<Connection>> conns;
   uint64_t next_conn = 1;
@@ -226,12 +229,15 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
 
 void NodeDaemon::Impl::shutdown() {
   auto t0 = std::chrono::steady_clock::now();
+  withdraw_local_daemon(local.get());
   asio::post(io, [this] {
     std::error_code ec;
     acceptor.close(ec);
   });
   int in_flight = pool->busy();
   bool drained = pool->drain(t0 + std::chrono::milliseconds(opts.drain_timeout_ms));
+  // As the connections close below: this process's sessions start no more steps here.
+  local->shut();
   // Each drained step's StepDone is queued on its connection; close after writing it.
   std::promise<size_t> closed;
   auto closed_f = closed.get_future();
@@ -349,6 +355,9 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   impl->pool = std::make_unique<WorkerPool>(opts.worker_threads);
   impl->accept();
   Impl* raw = impl.get();
+  impl->local = std::make_shared<LocalDaemon>(where, *impl->partitions, *impl->pool, impl->steps_run,
+                                              [raw](const std::string& line) { raw->log(line); });
+  publish_local_daemon(opts.host, impl->port, impl->local);
   impl->io_thread = std::thread([raw] { raw->io.run(); });
   raw->log("listening on " + raw->address + (opts.token.empty() ? " (insecure: no cluster token)" : "") +
            (raw->tls_server ? " with TLS" : "") +
