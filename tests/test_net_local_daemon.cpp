@@ -85,6 +85,37 @@ std::string cluster_target(const OwnDaemon& own, const DaemonProcess& ps) {
   return "/job:worker/task:0=" + own.target() + ",/job:ps/task:0=" + ps.target();
 }
 
+// A reshape on `failing` feeds a tanh on `waiting`: a bad input fails the step at once
+// (not at its 30 s deadline) naming the node and task, and the next step runs.
+void failure_ends_step(const std::string& target, const std::string& failing, const std::string& waiting) {
+  CAPTURE(failing);
+  af::Graph g;
+  af::Output x, y;
+  {
+    af::DeviceScope d(g, failing);
+    x = af::placeholder(g, af::f32, {-1}, "x");
+    y = af::reshape(x, {3}, "must_be_three");
+  }
+  {
+    af::DeviceScope d(g, waiting);
+    y = af::tanh(y, "downstream");
+  }
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 30000;
+  auto s = af::Session::create(g, target, opts);
+  REQUIRE(s.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto fail = s->run({y}, {{x, af::Tensor::from_vector(std::vector<float>{1, 2}, {2})}});
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(fail.ok());
+  CHECK(contains(fail.status().message(), "must_be_three"));
+  CHECK(contains(fail.status().message(), failing));
+  CHECK(took < std::chrono::seconds(10));
+  auto fine = s->run({y}, {{x, af::Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})}});
+  REQUIRE_MESSAGE(fine.ok(), fine.status().to_string());
+  CHECK(fine->at(0).to_vector<float>().at(2) == doctest::Approx(std::tanh(3.0f)));
+}
+
 }  // namespace
 
 TEST_CASE("the own daemon's partition runs by direct calls; values equal the local session's; close frees it") {
@@ -129,57 +160,9 @@ TEST_CASE("a failure on either side ends the step on the other at once, naming t
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
   aftnet::ScopedEnv dial("AF_DIAL_OWN_DAEMON", "");
   OwnDaemon own;
-  af::SessionOptions opts;
-  opts.step_timeout_ms = 30000;
-
-  // The ps fails upstream of the edge the own partition waits for.
-  af::Graph k;
-  af::Output kx, kout;
-  {
-    af::DeviceScope d(k, "/job:ps/task:0");
-    kx = af::placeholder(k, af::f32, {-1}, "kx");
-    kout = af::reshape(kx, {3}, "must_be_three");
-  }
-  {
-    af::DeviceScope d(k, "/job:worker/task:0");
-    kout = af::tanh(kout, "downstream");
-  }
-  auto sk = af::Session::create(k, cluster_target(own, ps), opts);
-  REQUIRE(sk.ok());
-  auto t0 = std::chrono::steady_clock::now();
-  auto fail = sk->run({kout}, {{kx, af::Tensor::from_vector(std::vector<float>{1, 2}, {2})}});
-  auto took = std::chrono::steady_clock::now() - t0;
-  REQUIRE_FALSE(fail.ok());
-  CHECK(contains(fail.status().message(), "must_be_three"));
-  CHECK(contains(fail.status().message(), "/job:ps/task:0"));
-  CHECK(took < std::chrono::seconds(10));
-  auto fine = sk->run({kout}, {{kx, af::Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})}});
-  REQUIRE_MESSAGE(fine.ok(), fine.status().to_string());
-
-  // The own partition fails upstream of the edge the ps waits for.
-  af::Graph m;
-  af::Output mx, mout;
-  {
-    af::DeviceScope d(m, "/job:worker/task:0");
-    mx = af::placeholder(m, af::f32, {-1}, "mx");
-    mout = af::reshape(mx, {3}, "own_must_be_three");
-  }
-  {
-    af::DeviceScope d(m, "/job:ps/task:0");
-    mout = af::tanh(mout, "on_ps");
-  }
-  auto sm = af::Session::create(m, cluster_target(own, ps), opts);
-  REQUIRE(sm.ok());
-  t0 = std::chrono::steady_clock::now();
-  auto own_fail = sm->run({mout}, {{mx, af::Tensor::from_vector(std::vector<float>{1, 2}, {2})}});
-  took = std::chrono::steady_clock::now() - t0;
-  REQUIRE_FALSE(own_fail.ok());
-  CHECK(contains(own_fail.status().message(), "own_must_be_three"));
-  CHECK(contains(own_fail.status().message(), "/job:worker/task:0"));
-  CHECK(took < std::chrono::seconds(10));
-  auto own_fine = sm->run({mout}, {{mx, af::Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})}});
-  REQUIRE_MESSAGE(own_fine.ok(), own_fine.status().to_string());
-  CHECK(own_fine->at(0).to_vector<float>().at(2) == doctest::Approx(std::tanh(3.0f)));
+  // The ps fails upstream of the edge the own partition waits for, then the other way.
+  failure_ends_step(cluster_target(own, ps), "/job:ps/task:0", "/job:worker/task:0");
+  failure_ends_step(cluster_target(own, ps), "/job:worker/task:0", "/job:ps/task:0");
 }
 
 TEST_CASE("a stopped own daemon fails the next step at once, naming its address") {
