@@ -206,10 +206,11 @@ void Connection::read_more() {
   read_direct_ = false;
   if (PayloadTarget w = reader_.payload_window(); w.size >= kDirectReadMin) {
     read_direct_ = true;
-    auto on_payload = [self = shared_from_this(), on_error](std::error_code ec, size_t n) {
+    auto on_payload = [self = shared_from_this(), on_error, size = w.size](std::error_code ec, size_t n) {
       if (self->closed_) return;
       if (ec) return on_error(ec);
       self->last_rx_ = std::chrono::steady_clock::now();
+      self->drained_ = n < size;
       if (Status s = self->reader_.payload_received(n); !s.ok()) return self->do_close(s);
       if (self->reader_.payload_done())
         if (Status s = self->on_payload_done(); !s.ok()) return self->do_close(s);
@@ -222,10 +223,12 @@ void Connection::read_more() {
   // Before authentication, exactly what the reader still wants; after, big reads.
   size_t want = handshake_.done() ? kReadChunk : std::min(reader_.wanted(), kMaxPreAuthFrameBytes);
   if (buffer_.size() < want) buffer_.resize(handshake_.done() ? kReadChunk : kMaxPreAuthFrameBytes);
-  auto on_read = [self = shared_from_this(), on_error](std::error_code ec, size_t n) {
+  if (drained_ && handshake_.done() && !tls_) return read_when_ready();
+  auto on_read = [self = shared_from_this(), on_error, want](std::error_code ec, size_t n) {
     if (self->closed_) return;
     if (ec) return on_error(ec);
     self->last_rx_ = std::chrono::steady_clock::now();
+    self->drained_ = self->handshake_.done() && n < want;
     if (!self->handshake_.done() && (self->preauth_bytes_ += n) > kMaxPreAuthFrameBytes)
       return self->do_close(resource_exhausted("more than " + std::to_string(kMaxPreAuthFrameBytes) +
                                                " bytes before authenticating"));
@@ -234,6 +237,26 @@ void Connection::read_more() {
   };
   if (tls_) tls_->async_read_some(asio::buffer(buffer_.data(), want), std::move(on_read));
   else socket_.async_read_some(asio::buffer(buffer_.data(), want), std::move(on_read));
+}
+
+// Edge-triggered readiness (asio's epoll reactor) is safe here: the last read was short,
+// so the socket was empty then, and any byte since has raised a new event (or left one
+// not yet collected).
+void Connection::read_when_ready() {
+  socket_.async_wait(asio::ip::tcp::socket::wait_read, [self = shared_from_this()](std::error_code ec) {
+    if (self->closed_) return;
+    if (ec)
+      return self->do_close(Status(Code::unavailable, ec == asio::error::eof ? std::string("the peer closed the connection")
+                                                                             : "connection lost: " + ec.message()));
+    ssize_t n = ::recv(self->socket_.native_handle(), self->buffer_.data(), kReadChunk, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->read_more();
+    if (n < 0) return self->do_close(Status(Code::unavailable, std::string("connection lost: ") + std::strerror(errno)));
+    if (n == 0) return self->do_close(Status(Code::unavailable, "the peer closed the connection"));
+    self->last_rx_ = std::chrono::steady_clock::now();
+    self->drained_ = static_cast<size_t>(n) < kReadChunk;
+    self->on_bytes(static_cast<size_t>(n));
+    self->read_more();
+  });
 }
 
 void Connection::on_bytes(size_t n) {
