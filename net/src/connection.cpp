@@ -101,9 +101,27 @@ Status Connection::send_checked(const Message& m) {
     if (!closed_) queue_write(std::move(*frame));
     return Status::OK();
   }
-  asio::post(socket_.get_executor(), [self = shared_from_this(), frame] {
-    if (!self->closed_) self->queue_write(std::move(*frame));
-  });
+  std::unique_lock<std::mutex> lock(write_mu_);
+  if (write_closed_) return Status::OK();  // dropped, as on a closed connection
+  if (direct_ok_.load(std::memory_order_acquire) && !writing_ && writes_.empty()) {
+    // Nothing queued: write it now from this thread (under the lock, so the io thread
+    // neither writes nor closes the socket meanwhile), with no hand-off to the io thread.
+    writes_.push_back(std::move(*frame));
+    auto all = write_front_now();
+    if (all.ok() && *all) {
+      writes_.pop_front();
+      front_written_ = 0;
+      return Status::OK();
+    }
+    // The rest (or the error) is the io thread's.
+  } else {
+    // Behind the frames already queued, in the order of these calls.
+    writes_.push_back(std::move(*frame));
+    if (writing_) return Status::OK();
+  }
+  writing_ = true;
+  lock.unlock();
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->write_next(); });
   posted();
   return Status::OK();
 }
@@ -171,7 +189,7 @@ void Connection::close(Status why) {
 void Connection::close_after_writes(Status why, int grace_ms) {
   asio::post(socket_.get_executor(), [self = shared_from_this(), why, grace_ms] {
     if (self->closed_) return;
-    if (self->writes_.empty()) return self->do_close(why);
+    if (self->writes_idle()) return self->do_close(why);
     self->closing_ = true;
     self->closing_why_ = why;
     self->handshake_timer_.cancel();
@@ -188,11 +206,16 @@ void Connection::do_close(Status why) {
   closed_ = true;
   handshake_timer_.cancel();
   heartbeat_timer_.cancel();
-  std::error_code ec;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-  socket_.close(ec);
-  writes_.clear();
-  front_written_ = 0;
+  {
+    // Under the lock: a writer of another thread never uses a closed (or reused) socket.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    write_closed_ = true;
+    std::error_code ec;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+    writes_.clear();
+    front_written_ = 0;
+  }
   pending_.reset();
   if (handlers_.on_closed) handlers_.on_closed(why);
 }
@@ -285,6 +308,7 @@ Status Connection::on_frame(RawFrame&& frame) {
       handshake_timer_.cancel();
       reader_.set_max_body_bytes(options_.max_message_bytes);
       reader_.allow_payloads(true);
+      direct_ok_.store(!tls_, std::memory_order_release);
       arm_heartbeat();
       if (handlers_.on_ready) handlers_.on_ready(handshake_.peer());
     }
@@ -313,8 +337,14 @@ Status Connection::deliver(Message&& m) {
 }
 
 void Connection::queue_write(OutFrame frame) {
-  writes_.push_back(std::move(frame));
-  if (!writing_) write_next();
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (write_closed_) return;
+    writes_.push_back(std::move(frame));
+    if (writing_) return;
+    writing_ = true;
+  }
+  write_next();
 }
 
 Result<bool> Connection::write_front_now() {
@@ -354,29 +384,39 @@ Result<bool> Connection::write_front_now() {
   }
 }
 
+// On the io thread, which owns the queue's front while writing_ is set.
 void Connection::write_next() {
+  std::unique_lock<std::mutex> lock(write_mu_);
   for (;;) {
-    if (closed_ || writes_.empty()) {
+    if (write_closed_ || writes_.empty()) {
       writing_ = false;
-      if (closing_ && !closed_) do_close(closing_why_);
+      bool close_now = closing_ && !closed_;
+      lock.unlock();
+      if (close_now) do_close(closing_why_);
       return;
     }
+    writing_ = true;
     if (tls_) break;
     // Plain TCP: the whole frame now, from this thread; most go out in one sendmsg with
     // no handler to run after (asio's async write would try the same, then post its
     // completion, which costs the loop another round and a syscall).
     auto all = write_front_now();
-    if (!all.ok()) return do_close(all.status());
+    if (!all.ok()) {
+      lock.unlock();
+      return do_close(all.status());
+    }
     if (!*all) break;
     writes_.pop_front();
     front_written_ = 0;
   }
-  writing_ = true;
   auto on_written = [self = shared_from_this()](std::error_code ec, size_t) {
     if (self->closed_) return;
     if (ec) return self->do_close(Status(Code::unavailable, "connection lost while writing: " + ec.message()));
-    self->writes_.pop_front();
-    self->front_written_ = 0;
+    {
+      std::lock_guard<std::mutex> lock(self->write_mu_);
+      if (!self->writes_.empty()) self->writes_.pop_front();
+      self->front_written_ = 0;
+    }
     self->write_next();
   };
   const OutFrame& f = writes_.front();
@@ -397,6 +437,8 @@ void Connection::write_next() {
   // megabytes then costs a syscall, a loopback softirq and a wake-up of the reader per
   // 64 KiB. Offer all of it; the kernel takes what fits in the socket's buffer.
   auto all_at_once = [](const std::error_code& ec, size_t) -> size_t { return ec ? 0 : kMaxWriteOffer; };
+  // The front stays put while others add behind it (a deque keeps its elements' places).
+  lock.unlock();
   if (tls_) asio::async_write(*tls_, buffers, all_at_once, std::move(on_written));
   else asio::async_write(socket_, buffers, all_at_once, std::move(on_written));
 }
@@ -412,7 +454,7 @@ void Connection::arm_heartbeat() {
                                                           std::to_string(self->options_.idle_timeout_ms) +
                                                           " ms (no heartbeat): taken as dead"));
     // Only when idle on our side: a long write already shows we are alive.
-    if (self->writes_.empty()) self->queue_write(encode_message(HeartbeatMsg{now_ms()}));
+    if (self->writes_idle()) self->queue_write(encode_message(HeartbeatMsg{now_ms()}));
     self->arm_heartbeat();
   });
 }

@@ -7,9 +7,12 @@
 // a read of its own.
 //
 // Threading: every member runs on the socket's executor (one io thread per io_context
-// here, so no strand is needed); send() and close() may be called from any thread and
-// post themselves there (called on that thread, send() writes at once). Handlers are
-// called on that thread and must not block. A thread that holds the loop while no
+// here, so no strand is needed), but the write queue, which write_mu_ guards; send() and
+// close() may be called from any thread. send() writes at once from the calling thread
+// when nothing is queued (plain TCP, authenticated: one non-blocking sendmsg under
+// write_mu_; what the socket does not take is left to the io thread), else queues the
+// frame behind the others, in call order. Handlers are called on the io thread and must
+// not block. A thread that holds the loop while no
 // thread runs the io_context (DaemonClient's fast path) may call the *_owned members:
 // it then plays the io thread's part, with blocking waits of its own.
 //
@@ -29,7 +32,9 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -85,7 +90,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // is pending on the io_context targets the read buffer (not a tensor's payload).
   bool can_read_owned() const;
   // True when no frame waits to be written.
-  bool writes_idle() const { return writes_.empty() && !writing_; }
+  bool writes_idle() const {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    return writes_.empty() && !writing_;
+  }
   // send_checked, writing now on this thread.
   Status send_owned(const Message& m);
   enum class Wait { data, timeout, kicked };
@@ -131,9 +139,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   FrameReader reader_;
   std::vector<char> buffer_;
   std::optional<Message> pending_;  // its payload is still arriving
+  // The write queue: any thread may add to it, under write_mu_ (see above).
+  mutable std::mutex write_mu_;
   std::deque<OutFrame> writes_;
   size_t front_written_ = 0;  // bytes of writes_.front() already sent
-  bool writing_ = false;
+  bool writing_ = false;       // the io thread owns the queue's front (a write, or one posted)
+  bool write_closed_ = false;  // closed_, for the writers of other threads
+  std::atomic<bool> direct_ok_{false};  // plain TCP, authenticated: other threads may write
   bool read_direct_ = false;  // the pending read targets a payload window, not buffer_
   bool drained_ = false;      // the last read came back short: the socket held no more
   std::function<void()> post_hook_;
