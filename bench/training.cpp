@@ -104,6 +104,8 @@ bench::Prepared mlp(const bench::Params& p) {
   f->train = af::optim::GradientDescent(0.1).minimize(f->loss);
   af::SessionOptions o;
   o.intra_op_threads = bench::threads();
+  // A timeline of every kernel for profiling (Chrome trace JSON, written at exit).
+  if (const char* t = std::getenv("BENCH_MLP_TRACE")) o.trace_path = t;
   f->sess = std::make_unique<af::Session>(af::Session::create(f->g, o).value());
   bench::check(f->sess->run_init().ok(), "init");
   // Every side fetches the loss of each step, as a training loop that logs it does.
