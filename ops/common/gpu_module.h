@@ -33,6 +33,13 @@ inline constexpr const char* kGpuKernelOps[] = {
     "Tanh", "Softplus", "Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum", "SquaredDifference",
     "BiasAdd", "Sum", "Mean",
     "MatMul", "_FusedMatMul",  // gpu_matmul.cpp
+#ifdef AF_HAVE_CUDNN
+    // Built only where cuDNN was found (CMake says so when it is not).
+    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",       // gpu_cudnn_conv.cpp
+    "MaxPool", "AvgPool", "MaxPoolGrad", "AvgPoolGrad",            // gpu_cudnn_pool.cpp
+    "FusedBatchNorm", "FusedBatchNormGrad",                        // gpu_cudnn_batchnorm.cpp
+    "Dropout",                                                     // gpu_cudnn_dropout.cpp
+#endif
 };
 
 struct GpuModule {

@@ -22,6 +22,32 @@ Status cublas_status(cublasStatus_t s, const char* what) {
                 std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
+#ifdef AF_HAVE_CUDNN
+Status cudnn_status(cudnnStatus_t s, const char* what) {
+  if (s == CUDNN_STATUS_SUCCESS) return Status::OK();
+  const Code c = s == CUDNN_STATUS_NOT_SUPPORTED ? Code::unimplemented
+                 : s == CUDNN_STATUS_ALLOC_FAILED ? Code::resource_exhausted
+                 : s == CUDNN_STATUS_BAD_PARAM    ? Code::invalid_argument
+                                                  : Code::internal;
+  return Status(c, std::string(what) + ": " + cudnnGetErrorString(s));
+}
+
+Result<cudnnHandle_t> GpuDevice::dnn() {
+  std::lock_guard<std::mutex> lock(dnn_init_mu_);
+  if (dnn_) return dnn_;
+  AF_RETURN_IF_ERROR(activate());
+  cudnnHandle_t h = nullptr;
+  AF_CUDNN_RETURN(cudnnCreate(&h), "cudnnCreate");
+  Status s = cudnn_status(cudnnSetStream(h, compute_), "cudnnSetStream");
+  if (!s.ok()) {
+    cudnnDestroy(h);
+    return s;
+  }
+  dnn_ = h;
+  return dnn_;
+}
+#endif
+
 namespace {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }

@@ -3,6 +3,9 @@
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#ifdef AF_HAVE_CUDNN
+#include <cudnn.h>
+#endif
 
 #include <atomic>
 #include <functional>
@@ -17,6 +20,10 @@ namespace actorflow::gpu {
 
 Status cuda_status(cudaError_t e, const char* what);
 Status cublas_status(cublasStatus_t s, const char* what);
+#ifdef AF_HAVE_CUDNN
+Status cudnn_status(cudnnStatus_t s, const char* what);
+#define AF_CUDNN_RETURN(expr, what) AF_RETURN_IF_ERROR(::actorflow::gpu::cudnn_status((expr), (what)))
+#endif
 
 #define AF_CUDA_RETURN(expr, what) AF_RETURN_IF_ERROR(::actorflow::gpu::cuda_status((expr), (what)))
 #define AF_CUBLAS_RETURN(expr, what) AF_RETURN_IF_ERROR(::actorflow::gpu::cublas_status((expr), (what)))
@@ -61,6 +68,13 @@ class GpuDevice {
   cublasLtHandle_t lt() const { return lt_; }
   void* lt_workspace() const { return lt_workspace_; }
   size_t lt_workspace_bytes() const { return lt_workspace_bytes_; }
+#ifdef AF_HAVE_CUDNN
+  // The cuDNN handle of the compute stream, made on first use (an MLP never loads cuDNN's
+  // sub-libraries). A handle serves one thread at a time: get it, then hold dnn_mutex()
+  // while calling cuDNN with it.
+  Result<cudnnHandle_t> dnn();
+  std::mutex& dnn_mutex() { return dnn_mu_; }
+#endif
 
   // Makes this GPU current on the calling thread (scheduler threads serve every GPU).
   Status activate() const { return cuda_status(cudaSetDevice(index_), "cudaSetDevice"); }
@@ -82,6 +96,10 @@ class GpuDevice {
   cublasLtHandle_t lt_ = nullptr;
   void* lt_workspace_ = nullptr;
   size_t lt_workspace_bytes_ = 0;
+#ifdef AF_HAVE_CUDNN
+  std::mutex dnn_mu_, dnn_init_mu_;
+  cudnnHandle_t dnn_ = nullptr;
+#endif
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<DeviceContext> context_;
   PinnedPool pinned_;
