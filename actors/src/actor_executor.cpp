@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "actorflow/op_registry.h"
+#include "actorflow/ops/gpu.h"
 
 #include "actor_count_internal.h"
 #include "actorflow/runtime/caller_step.h"
@@ -47,7 +48,14 @@ class ActorExecutor final : public Executor {
       NodeRuntime& rt = nodes[i];
       rt.node = &n;
       rt.head = static_cast<int>(i);
-      AF_ASSIGN_OR_RETURN(KernelCache::Entry k, env.kernels->get(n));
+      const DeviceId dev = optimized.device(plan.nodes[i]);
+      AF_ASSIGN_OR_RETURN(KernelCache::Entry k, env.kernels->get(n, dev));
+      if (dev.type == DeviceType::GPU) {
+        // The node's kernels run with its GPU's context (streams, device memory).
+        Result<DeviceContext*> ctx = gpu_device_context(dev.index);
+        if (!ctx.ok()) return ctx.status().with_context(n.op + " '" + n.name + "' placed on " + dev.to_string());
+        rt.device = *ctx;
+      }
       rt.kernel = std::move(k.kernel);
       rt.kernel_mu = std::move(k.mu);
       rt.out.resize(static_cast<size_t>(n.num_outputs()));
@@ -121,6 +129,10 @@ class ActorExecutor final : public Executor {
       for (int p : producers[i]) inputs = inputs || p >= 0;
       inert[i] = !inputs && !consumed[i] && rt.fetches.empty() && rt.finishes == 0 ? 1 : 0;
     }
+    // A plan with GPU nodes runs on the actors: its GPU kernels are async (the node
+    // actors wait for the poller's done message, no thread waits on a stream).
+    const bool gpu = optimized.uses_gpu();
+    if (gpu) path.colocate_cheap_ops = path.caller_runs_cheap_steps = path.caller_runs_serial_steps = false;
     caller_runs_ = path.caller_runs_cheap_steps && !any_encoded;
     for (size_t i = 0; i < nodes.size() && caller_runs_; ++i)
       if (!cheap[i] && !inert[i]) caller_runs_ = false;
@@ -330,12 +342,12 @@ class ActorExecutor final : public Executor {
 
 }  // namespace
 
-Result<KernelCache::Entry> KernelCache::get(const Node& node) {
+Result<KernelCache::Entry> KernelCache::get(const Node& node, DeviceId device) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_pair(node.id, node.op);
+  auto key = std::make_tuple(node.id, node.op, device.type == DeviceType::GPU ? device.index : -1);
   auto it = entries_.find(key);
   if (it != entries_.end()) return it->second;
-  AF_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, KernelRegistry::global().create(node, DeviceType::CPU));
+  AF_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, KernelRegistry::global().create(node, device.type));
   Entry e;
   e.kernel = std::move(k);
   const OpDef* def = OpRegistry::global().find(node.op);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
@@ -28,13 +29,14 @@ class KernelCache {
     std::shared_ptr<OpKernel> kernel;
     std::shared_ptr<std::mutex> mu;  // set for stateful ops
   };
-  Result<Entry> get(const Node& node);
+  // The kernel of `node` for `device` (a GPU kernel for nodes placed on a GPU).
+  Result<Entry> get(const Node& node, DeviceId device = {});
 
  private:
   std::mutex mu_;
-  // By node id and op: a node constant-folded for one plan runs a Const kernel there and
-  // its own kernel in plans that feed its inputs.
-  std::map<std::pair<int, std::string>, Entry> entries_;
+  // By node id, op and device: a node constant-folded for one plan runs a Const kernel
+  // there and its own kernel in plans that feed its inputs.
+  std::map<std::tuple<int, std::string, int>, Entry> entries_;
 };
 
 struct ExecutorEnv {

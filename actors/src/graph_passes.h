@@ -34,11 +34,33 @@ class OptimizedPlan {
   const PassStats& stats() const { return stats_; }
   PassStats& mutable_stats() { return stats_; }
 
+  // Nodes the plan adds (the copies of gpu_plan.h): ids above any graph node's.
+  static constexpr int kFirstAddedId = 1 << 30;
+  int add_node(Node n) {
+    const int id = kFirstAddedId + static_cast<int>(added_++);
+    n.id = id;
+    rewritten_[id] = std::make_unique<Node>(std::move(n));
+    return id;
+  }
+  // Where a node runs: the CPU unless a GPU placement said otherwise.
+  DeviceId device(int id) const {
+    auto it = devices_.find(id);
+    return it != devices_.end() ? it->second : DeviceId{};
+  }
+  void set_device(int id, DeviceId d) {
+    if (d.type == DeviceType::GPU) uses_gpu_ = true;
+    devices_[id] = d;
+  }
+  bool uses_gpu() const { return uses_gpu_; }
+
  private:
   const Graph* graph_;
   StepPlan plan_;
   std::map<int, std::unique_ptr<Node>> rewritten_;
   PassStats stats_;
+  size_t added_ = 0;
+  std::map<int, DeviceId> devices_;
+  bool uses_gpu_ = false;
 };
 
 // Folds nodes whose inputs are all constants into Const nodes (evaluating their CPU

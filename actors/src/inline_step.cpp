@@ -26,7 +26,7 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
     std::vector<Tensor> outputs;
     if (!err) {
       int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
-      OpKernelContext ctx(*rt.node, std::move(inputs[static_cast<size_t>(i)]), env.device, env.resources, state.step_id());
+      OpKernelContext ctx(*rt.node, std::move(inputs[static_cast<size_t>(i)]), rt.device ? rt.device : env.device, env.resources, state.step_id());
       compute_kernel(rt, ctx);
       if (env.tracer)
         env.tracer->record({rt.node->name, rt.node->op, shared.device_name, state.step_id(), trace_thread_id(), t0,

@@ -5,10 +5,12 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/session.h"
 #include "executor.h"
+#include "gpu_plan.h"
 #include "graph_passes.h"
 
 namespace actorflow::runtime {
@@ -129,7 +131,17 @@ class LocalSession final : public SessionImpl {
       if (it == index_.end()) {
         AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(graph_, req));
         AF_RETURN_IF_ERROR(check_kernels(graph_, DeviceType::CPU, plan.nodes));
-        AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(graph_, std::move(plan), opts_.optimizer));
+        GraphOptimizerOptions optimizer = opts_.optimizer;
+        const bool gpu = graph_asks_for_gpu(graph_);
+        // Fused elementwise nodes have no GPU kernel: nodes placed on a GPU stay unfused.
+        if (gpu) optimizer.fuse_elementwise = false;
+        AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(graph_, std::move(plan), optimizer));
+        if (gpu) {
+          GpuPlanOptions g;
+          g.logged = &placement_logged_;
+          g.logged_mu = &placement_mu_;
+          AF_RETURN_IF_ERROR(place_plan_on_gpus(graph_, *optimized, g));
+        }
         AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(std::move(optimized), env_));
         lru_.push_front(Cached{key, std::shared_ptr<Executor>(std::move(made))});
         index_[key] = lru_.begin();
@@ -163,6 +175,8 @@ class LocalSession final : public SessionImpl {
   CpuDevice device_;
   ResourceMgr resources_;
   KernelCache kernels_;
+  std::mutex placement_mu_;
+  std::set<std::string> placement_logged_;  // soft placement's lines, each printed once
   std::unique_ptr<Tracer> tracer_;
   ExecutorEnv env_;
   std::mutex mu_;

@@ -54,6 +54,7 @@ struct NodeRuntime {
   const Node* node = nullptr;
   std::shared_ptr<OpKernel> kernel;     // shared with the session's other executors
   std::shared_ptr<std::mutex> kernel_mu; // held while a stateful kernel computes
+  DeviceContext* device = nullptr;          // a GPU node's context; null: the executor's CPU
   int num_slots = 0;                        // data + control inputs
   int dynamic_slots = 0;                    // slots that receive a message each step
   std::vector<Tensor> bound;                // per data input: a constant bound at prepare time

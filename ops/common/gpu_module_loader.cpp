@@ -14,6 +14,7 @@
 
 #include "actorflow/ops/cuda_info.h"
 #include "common/gpu_module.h"
+#include "common/gpu_training_ops.h"
 
 namespace actorflow::gpu {
 namespace {
@@ -73,7 +74,9 @@ Loaded load() {
   } else {
     // Every op the registry promised a GPU kernel for must be in the module, and back.
     const std::vector<std::string> ops = m->kernel_ops();
-    const std::set<std::string> have(ops.begin(), ops.end()), listed(std::begin(kGpuKernelOps), std::end(kGpuKernelOps));
+    const std::set<std::string> have(ops.begin(), ops.end());
+    std::set<std::string> listed(std::begin(kGpuKernelOps), std::end(kGpuKernelOps));
+    listed.insert(std::begin(kGpuTrainingKernelOps), std::end(kGpuTrainingKernelOps));
     for (const std::string& op : listed)
       if (!have.count(op)) std::cerr << "actorflow: the CUDA module has no GPU kernel for " << op << "\n";
     for (const std::string& op : have)
@@ -104,6 +107,7 @@ Result<std::unique_ptr<OpKernel>> create_gpu_kernel(const Node& n) {
 struct RegisterGpuKernels {
   RegisterGpuKernels() {
     for (const char* op : kGpuKernelOps) KernelRegistry::global().add(op, DeviceType::GPU, create_gpu_kernel);
+    for (const char* op : kGpuTrainingKernelOps) KernelRegistry::global().add(op, DeviceType::GPU, create_gpu_kernel);
   }
 } register_gpu_kernels;
 

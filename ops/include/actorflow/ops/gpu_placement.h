@@ -2,9 +2,10 @@
 // GPU exists and the op has a GPU kernel for its dtypes; otherwise on the host's CPU,
 // with one log line that names the node and says why. And the edges that then cross
 // between the host and a GPU, each of which needs a _CopyToDevice or _CopyToHost.
-// Pure functions of the graph: the runtime's placement (local sessions, the partitioner's
-// node_to_loc) is meant to call them; that wiring is the next step of issue 15.
+// Pure functions of the graph; local sessions call them for every plan whose nodes ask for
+// a GPU (actors/src/gpu_plan.cpp) and insert the copies.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,19 @@ struct GpuPlacement {
   std::vector<std::string> fallbacks;  // one line per node that asked for a GPU and got the CPU
 };
 
-// A device name that does not parse is an error naming the node.
+// A device name that does not parse is an error naming the node. The nodes that use one
+// variable (VariableV2, ReadVariable, Assign*, Apply* with their slots) are placed
+// together: on the GPU only if every one of them can run there. A graph where no node
+// asks for a GPU does not ask CUDA anything.
 Result<GpuPlacement> place_on_gpus(const Graph& g, const GpuPlacementOptions& opts = {});
+// The same over nodes 0..num_nodes-1 as `node_of` gives them (the runtime's plans, whose
+// nodes may be rewritten copies of the graph's).
+Result<GpuPlacement> place_nodes_on_gpus(int num_nodes, const std::function<const Node&(int)>& node_of,
+                                         const GpuPlacementOptions& opts = {});
+
+// Inputs that a GPU kernel reads from host memory (TF's HostMemory): an Apply op's
+// hyperparameter scalars. An edge into one from a GPU needs a _CopyToHost; from the CPU none.
+bool gpu_input_in_host_memory(const std::string& op, int input);
 
 // A data edge whose two ends were placed on different devices.
 struct DeviceCrossing {
