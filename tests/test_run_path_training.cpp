@@ -29,6 +29,7 @@ namespace {
 thread_local bool t_caller = false;
 std::atomic<int> g_on_caller{0}, g_elsewhere{0};
 std::atomic<int> g_sleep_ms{0};
+std::atomic<bool> g_sleeping{false};  // set when a SleepKernel starts its sleep
 std::atomic<bool> g_fail{false};
 
 // Passes its input through and counts where it ran: on a caller's thread or not.
@@ -46,6 +47,7 @@ class SleepKernel : public af::OpKernel {
  public:
   using OpKernel::OpKernel;
   void compute(af::OpKernelContext& ctx) override {
+    g_sleeping = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(g_sleep_ms.load()));
     ctx.set_output(0, ctx.input(0));
   }
@@ -319,11 +321,14 @@ TEST_CASE("close() during a training step on the caller's thread: no kernel runs
   REQUIRE(g_on_caller.load() == 1);
   g_sleep_ms = 300;
   std::optional<af::Result<std::vector<af::Tensor>>> during;
+  g_sleeping = false;
   std::thread caller([&] {
     t_caller = true;
     during = sess.run({inc}, feed);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // close() once the step is inside its sleep (however loaded the machine is).
+  for (int i = 0; i < 10000 && !g_sleeping.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(g_sleeping.load());
   auto t0 = std::chrono::steady_clock::now();
   REQUIRE(sess.close().ok());
   // close() waited for the kernel inside its sleep, as it waits for kernels in actors.
