@@ -142,9 +142,24 @@ Result<Connection::Wait> Connection::read_owned(std::chrono::steady_clock::time_
   int fd = socket_.native_handle();
   for (;; wait_first = false) {
     if (closed_) return Status(Code::unavailable, "the connection to " + label_ + " is closed");
-    // The read pending on the io_context targets buffer_ (can_read_owned): keep its size.
-    ssize_t n = wait_first ? -1 : ::recv(fd, buffer_.data(), buffer_.size(), MSG_DONTWAIT);
+    // A large payload is read straight into its tensor, the rest into buffer_ (the read
+    // pending on the io_context targets it too, or waits: can_read_owned; keep its size).
+    PayloadTarget w = reader_.payload_window();
+    bool direct = w.size >= kDirectReadMin;
+    ssize_t n = wait_first ? -1
+                           : ::recv(fd, direct ? w.data : buffer_.data(), direct ? w.size : buffer_.size(), MSG_DONTWAIT);
     if (wait_first) errno = EAGAIN;
+    if (n > 0 && direct) {
+      last_rx_ = std::chrono::steady_clock::now();
+      Status s = reader_.payload_received(static_cast<size_t>(n));
+      if (s.ok() && reader_.payload_done()) s = on_payload_done();
+      if (!s.ok()) {
+        do_close(s);
+        return s;
+      }
+      if (closed_) return Status(Code::unavailable, "the connection to " + label_ + " closed");
+      return Wait::data;
+    }
     if (n > 0) {
       last_rx_ = std::chrono::steady_clock::now();
       on_bytes(static_cast<size_t>(n));
