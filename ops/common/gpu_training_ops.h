@@ -7,7 +7,7 @@ namespace actorflow::gpu {
 inline constexpr const char* kGpuTrainingKernelOps[] = {
     // gpu_training.cpp
     "SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", "BiasAddGrad", "Greater", "GreaterEqual",
-    "Less", "LessEqual", "Select", "BroadcastReduced", "Cast", "ZerosLike", "OnesLike", "ApplyGradientDescent",
+    "Less", "LessEqual", "Select", "BroadcastReduced", "SumToShapeOf", "Cast", "ZerosLike", "OnesLike", "ApplyGradientDescent",
     "ApplyMomentum", "ApplyAdagrad", "ApplyAdadelta", "ApplyRMSProp", "ApplyAdam", "ApplyFtrl",
     // gpu_host_kernels.cpp
     "Identity", "StopGradient", "Reshape", "ExpandDims", "Squeeze", "NoOp", "VariableV2", "ReadVariable", "Assign",

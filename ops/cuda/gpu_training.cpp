@@ -263,6 +263,60 @@ class BroadcastReducedKernel final : public GpuOpKernel {
   bool mean_;
 };
 
+// The gradient of a broadcast operand: g summed down to the shape of input 1 (only its
+// shape is read). Equal shapes pass g through without device work (2-D MatMul's case).
+class SumToShapeOfKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& d) override {
+    const Tensor& g = ctx.input(0);
+    if (g.dtype() != DType::f32) return unimplemented("gradient is " + g.type_string() + ": float32 only on a GPU");
+    AF_RETURN_IF_ERROR(on_device(g, d, "gradient"));
+    const Shape& target = ctx.input(1).shape();
+    if (g.shape() == target) {
+      ctx.set_output(0, g);
+      return d.compute();
+    }
+    const int r = g.rank(), t = target.rank();
+    auto refuse = [&] {
+      return invalid_argument("gradient of shape " + g.shape().to_string() + " cannot be summed to shape " +
+                              target.to_string());
+    };
+    if (t > r) return refuse();
+    std::vector<int64_t> strides(static_cast<size_t>(r));
+    int64_t stride = 1;
+    for (int i = r - 1; i >= 0; --i) {
+      strides[static_cast<size_t>(i)] = stride;
+      stride *= g.dim(i);
+    }
+    ReduceDims rd;
+    rd.out_n = 1;
+    rd.reduced_n = 1;
+    for (int i = 0; i < r; ++i) {
+      const int64_t dim = g.dim(i);
+      const int64_t want = i >= r - t ? target.dim(i - (r - t)) : 1;
+      if (want != dim && want != 1) return refuse();
+      if (dim == 1) continue;
+      if (want == 1) {
+        if (rd.reduced_rank == kMaxDims) return unimplemented("reducing more than 8 dims on a GPU");
+        rd.reduced[rd.reduced_rank] = dim;
+        rd.reduced_stride[rd.reduced_rank++] = strides[static_cast<size_t>(i)];
+        rd.reduced_n *= dim;
+      } else {
+        if (rd.kept_rank == kMaxDims) return unimplemented("keeping more than 8 dims in a GPU reduction");
+        rd.kept[rd.kept_rank] = dim;
+        rd.kept_stride[rd.kept_rank++] = strides[static_cast<size_t>(i)];
+        rd.out_n *= dim;
+      }
+    }
+    Tensor& out = ctx.allocate_output(0, DType::f32, target);
+    AF_CUDA_RETURN(launch_reduce(false, f32(g), f32(out), rd, d.compute()), "kernel launch");
+    return d.compute();
+  }
+};
+
 // ---- Cast, ZerosLike, OnesLike ----
 
 Result<ElemType> elem_type(DType t) {
@@ -451,6 +505,7 @@ AF_REGISTER_GPU_KERNEL("Less", CompareKernel<CompareOp::less>);
 AF_REGISTER_GPU_KERNEL("LessEqual", CompareKernel<CompareOp::less_equal>);
 AF_REGISTER_GPU_KERNEL("Select", SelectKernel);
 AF_REGISTER_GPU_KERNEL("BroadcastReduced", BroadcastReducedKernel);
+AF_REGISTER_GPU_KERNEL("SumToShapeOf", SumToShapeOfKernel);
 AF_REGISTER_GPU_KERNEL("Cast", CastKernel);
 AF_REGISTER_GPU_KERNEL("ZerosLike", FillLikeKernel<0>);
 AF_REGISTER_GPU_KERNEL("OnesLike", FillLikeKernel<1>);

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cluster.h"
+#include "device.h"
 #include "models.h"
 #include "trainer.h"
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   }
   af::Graph g;
   auto placement = task->place(g);  // variables on the ps tasks when distributed
+  auto on_device = kit::device_scope(g, f, task->distributed);  // --device gpu: the model on /gpu:0
   g.set_seed(f.seed);
   // The model, as a function so that in-graph replication can build a tower per worker.
   auto build = [&](af::Graph& g) {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cluster.h"
+#include "device.h"
 #include "models.h"
 #include "trainer.h"
 
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   }
   af::Graph g;
   auto placement = task->place(g);  // variables on the ps tasks when distributed
+  auto on_device = kit::device_scope(g, f, task->distributed);  // --device gpu: the model on /gpu:0
   g.set_seed(f.seed);
   kit::Model m = kit::fashion_mnist_model(g, f);
   // In-graph replication builds one more tower per worker with the same function.

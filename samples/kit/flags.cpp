@@ -121,6 +121,9 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
   app.add_option("--data_dir", f.data_dir, "data location")->capture_default_str();
   app.add_option("--max_steps", f.max_steps, "stop after this many steps (-1: no limit)")->capture_default_str();
   app.add_flag("--shuffle,!--noshuffle", f.shuffle, "shuffle the training data every epoch")->capture_default_str();
+  app.add_option("--device", f.device, "cpu|gpu: gpu trains the model on /gpu:0 (ops without a GPU kernel stay on the CPU)")
+      ->check(one_of({"cpu", "gpu"}, "a device"))
+      ->capture_default_str();
   // Distributed training: one process per task, as the seeds start them.
   app.add_option("--ps_hosts", f.ps_hosts, "the cluster's ps tasks, host:port,...");
   app.add_option("--worker_hosts", f.worker_hosts, "the cluster's worker tasks, host:port,... (worker 0 is the chief)");

@@ -35,6 +35,7 @@ struct Flags {
   std::string data_dir;      // where the sample's data lives (a default per sample)
   int64_t max_steps = -1;    // stop early (tests and quick runs)
   bool shuffle = true;       // false: every epoch in the data's order (reproducible runs)
+  std::string device = "cpu";  // cpu|gpu: gpu places the model on /gpu:0 (device.h)
 
   // Distributed training (cluster.h). The cluster comes from the seeds' flags, a
   // --cluster_spec file, TF_CONFIG, Slurm or Open MPI (net/README.md).

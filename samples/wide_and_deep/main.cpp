@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "cluster.h"
+#include "device.h"
 #include "models.h"
 #include "trainer.h"
 
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   int64_t nf = data->x_train.dim(1);
   af::Graph g;
   auto placement = task->place(g);  // variables on the ps tasks when distributed
+  auto on_device = kit::device_scope(g, f, task->distributed);  // --device gpu: the model on /gpu:0
   g.set_seed(f.seed);
   kit::Model m;
   m.x = af::placeholder(g, af::f32, {-1, nf}, "x");

@@ -1,0 +1,33 @@
+#include "device.h"
+
+#include <actorflow/ops/cuda_info.h>
+
+#include <cstdlib>
+#include <iostream>
+
+namespace kit {
+
+namespace af = actorflow;
+
+std::string device_error(const Flags& f, bool distributed) {
+  if (f.device != "gpu") return "";
+  if (distributed) return "--device gpu is not supported with a cluster yet (train locally, or drop --device)";
+  if (!af::built_with_cuda()) return "--device gpu: no GPU found (this build of ActorFlow has no CUDA support)";
+  if (af::cuda_device_count() == 0)
+    return "--device gpu: no GPU found (no usable NVIDIA GPU, driver or CUDA 13 library on this machine; "
+           "use --device cpu)";
+  return "";
+}
+
+std::unique_ptr<af::DeviceScope> device_scope(af::Graph& g, const Flags& f, bool distributed) {
+  // Exports and inference keep device-free graphs (checkpoints do not record devices).
+  if (f.device != "gpu" || f.mode.rfind("train", 0) != 0) return nullptr;
+  std::string error = device_error(f, distributed);
+  if (!error.empty()) {
+    std::cerr << error << "\n";
+    std::exit(2);
+  }
+  return std::make_unique<af::DeviceScope>(g, "/gpu:0");
+}
+
+}  // namespace kit
