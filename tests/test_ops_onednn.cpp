@@ -4,7 +4,10 @@
 // bias + relu post-ops; the primitive cache (reuse per shape, concurrent callers).
 #include <atomic>
 #include <random>
+#include <stdexcept>
 #include <thread>
+
+#include "actorflow/ops/cpu_device.h"
 
 #include "../ops/cpu/onednn_conv.h"
 #include "../ops/cpu/onednn_matmul.h"
@@ -247,6 +250,28 @@ TEST_CASE("onednn: banded products cover the whole; below 2^24 column bands keep
         for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + bias[i % static_cast<size_t>(c.n)]);
       check_near(banded, want, c.k, "bands");
       if (c.columns && !c.tb) CHECK(banded == whole);  // the same bits as one primitive
+    }
+  }
+}
+
+TEST_CASE("run_bands: every band once, on the caller and pool threads; failures and throws reported") {
+  for (int threads : {1, 2}) {
+    af::CpuDevice dev(threads);
+    for (int64_t bands : {1, 2, 3, 64}) {
+      CAPTURE(threads);
+      CAPTURE(bands);
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(bands));
+      CHECK(cpu::run_bands(&dev, bands, [&](int64_t i) {
+        runs[static_cast<size_t>(i)].fetch_add(1);
+        return true;
+      }));
+      for (auto& r : runs) CHECK(r.load() == 1);
+      // A pool thread that starts late finds nothing to do; the caller never waits for it.
+      CHECK_FALSE(cpu::run_bands(&dev, bands, [&](int64_t i) { return i != bands - 1; }));
+      CHECK_FALSE(cpu::run_bands(&dev, bands, [&](int64_t i) -> bool {
+        if (i == 0) throw std::runtime_error("band 0");
+        return true;
+      }));
     }
   }
 }

@@ -118,18 +118,14 @@ class FusedMatMulKernel : public OpKernel {
     float* pc = out.data<float>();
     if (!threaded) return cpu::onednn_gemm_f32(s, pa, pb, pbias, relu_, pc);
     // Bands (cpu::gemm_band: rows, or columns below 2^24 multiply-adds, strides kept),
-    // one per pool thread, each a single-threaded primitive: see matmul_kernels.cpp.
+    // claimed by the caller and the pool threads (cpu::run_bands), each a single-threaded
+    // primitive: see matmul_kernels.cpp.
     const int64_t bands = cpu::gemm_bands(s, threads);
-    std::atomic<bool> ok{true};
-    ctx.device()->parallel_for(bands, s.macs() / 32 / bands + 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const cpu::GemmBand band = cpu::gemm_band(s, i, bands);
-        if (!cpu::onednn_gemm_f32(band.shape, pa + band.a_offset, pb + band.b_offset, pbias + band.bias_offset, relu_,
-                                  pc + band.c_offset))
-          ok = false;
-      }
+    return cpu::run_bands(ctx.device(), bands, [&](int64_t i) {
+      const cpu::GemmBand band = cpu::gemm_band(s, i, bands);
+      return cpu::onednn_gemm_f32(band.shape, pa + band.a_offset, pb + band.b_offset, pbias + band.bias_offset, relu_,
+                                  pc + band.c_offset);
     });
-    return ok;
   }
 
   bool ta_, tb_, relu_;

@@ -8,6 +8,9 @@
 // keep it so.
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -88,25 +91,20 @@ void gemm_one(const Eigen::ThreadPoolDevice& dev, const Gemm& g, const T* a, con
   else gemm_loops(g, a, b, c, 0, g.m);
 }
 
-// A large f32 product through oneDNN on every pool thread: oneDNN's own threads are an
-// OpenMP team we do not size with the pool, so each pool thread runs a single-threaded
-// primitive on its band (cpu::gemm_band: rows, or columns below 2^24 multiply-adds,
-// strides kept). False when oneDNN is not chosen or fails.
+// A large f32 product through oneDNN on the caller and the pool threads: oneDNN's own
+// threads are an OpenMP team we do not size with the pool, so each thread runs a
+// single-threaded primitive on the bands it claims (cpu::gemm_band: rows, or columns below
+// 2^24 multiply-adds, strides kept; cpu::run_bands). False when oneDNN is not chosen or
+// fails.
 bool product_onednn_threaded(OpKernelContext& ctx, const Gemm& g, const float* a, const float* b, float* c) {
   const int threads = ctx.device()->num_threads();
   const cpu::GemmShape whole = gemm_shape(g);
   if (!cpu::prefer_onednn(whole, threads)) return false;
   const int64_t bands = cpu::gemm_bands(whole, threads);
-  std::atomic<bool> ok{true};
-  // Cost per band in ns (~32 multiply-adds per ns): large, so each band gets a thread.
-  ctx.device()->parallel_for(bands, g.macs() / 32 / bands + 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const cpu::GemmBand band = cpu::gemm_band(whole, i, bands);
-      if (!cpu::onednn_gemm_f32(band.shape, a + band.a_offset, b + band.b_offset, nullptr, false, c + band.c_offset))
-        ok = false;
-    }
+  return cpu::run_bands(ctx.device(), bands, [&](int64_t i) {
+    const cpu::GemmBand band = cpu::gemm_band(whole, i, bands);
+    return cpu::onednn_gemm_f32(band.shape, a + band.a_offset, b + band.b_offset, nullptr, false, c + band.c_offset);
   });
-  return ok;
 }
 
 // Row-major strides of `dims` aligned to the right of a rank-`r` batch shape, 0 where a
@@ -267,6 +265,40 @@ class MatMulKernel : public OpKernel {
 AF_REGISTER_KERNEL("MatMul", DeviceType::CPU, MatMulKernel);
 
 }  // namespace
+
+bool cpu::run_bands(const DeviceContext* device, int64_t bands, const std::function<bool(int64_t)>& band) {
+  struct State {
+    std::atomic<int64_t> next{0}, done{0};
+    std::atomic<bool> ok{true};
+    int64_t bands = 0;
+    std::function<bool(int64_t)> band;
+  };
+  auto state = std::make_shared<State>();
+  state->bands = bands;
+  state->band = band;  // its captures are the caller's: only called for a band it waits for
+  auto work = [](State& s) {
+    for (int64_t i = s.next.fetch_add(1); i < s.bands; i = s.next.fetch_add(1)) {
+      bool ok = false;
+      try {
+        ok = s.band(i);
+      } catch (...) {
+        ok = false;
+      }
+      if (!ok) s.ok.store(false);
+      s.done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  };
+  const int64_t helpers = std::min<int64_t>(device->num_threads(), bands) - 1;
+  if (helpers > 0) {
+    Eigen::ThreadPoolInterface* pool =
+        static_cast<const Eigen::ThreadPoolDevice*>(device->native_handle())->getPool();
+    for (int64_t h = 0; h < helpers; ++h) pool->Schedule([state, work] { work(*state); });
+  }
+  work(*state);
+  // Only bands other threads have claimed and are running remain.
+  while (state->done.load(std::memory_order_acquire) < bands) std::this_thread::yield();
+  return state->ok.load();
+}
 
 void cpu::eigen_gemm_f32(const cpu::GemmShape& s, const float* a, const float* b, float* c) {
   // A pool is needed only to build the device; one thread runs the product inline.

@@ -4,6 +4,11 @@
 // links: onednn_available() is false and the automatic choice is always Eigen.
 #pragma once
 #include <cstdint>
+#include <functional>
+
+namespace actorflow {
+class DeviceContext;
+}
 
 namespace actorflow::cpu {
 
@@ -60,6 +65,14 @@ struct GemmBand {
 GemmBand gemm_band(const GemmShape& whole, int64_t i, int64_t bands);
 // How many bands `threads` pool threads cut `whole` into (at most one per row or column).
 int64_t gemm_bands(const GemmShape& whole, int threads);
+
+// Runs band(i) for every i in [0, bands) on the calling thread and up to bands - 1 of the
+// device's pool threads, each claiming the next band from a shared counter. The caller
+// waits only for bands that another thread has claimed and is running: a pool thread
+// that starts late (asleep, or preempted by another process on a loaded machine) leaves
+// its bands to the caller instead of holding the product at a barrier, and a late task
+// finds nothing left to do. False if a band returned false or threw. (matmul_kernels.cpp)
+bool run_bands(const DeviceContext* device, int64_t bands, const std::function<bool(int64_t)>& band);
 
 // The Eigen contraction MatMul runs when oneDNN is not chosen, single-threaded (packed
 // operands, lda/ldb ignored): for benchmarks comparing the two kernels without a session.
