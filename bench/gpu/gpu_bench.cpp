@@ -5,6 +5,9 @@
 // kernel (each product a kernel firing that finishes through the poller, as in a step)
 // against cublasSgemm called directly on a stream of its own, alternated, medians of 7.
 // Goal: ours >= 90% of cuBLAS.
+//
+// gpu_bench step_overhead: see step_overhead_case (its BENCH line is printed by
+// scripts/gpu-check, which has PyTorch's figure).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -131,12 +134,60 @@ void matmul_case(int64_t n, bool tf32) {
   cudaStreamDestroy(stream);
 }
 
+// gpu_step_overhead: us per node firing on the GPU. A session runs a chain of Relu nodes
+// under DeviceScope("/gpu:0") on a one-element tensor; the difference between a chain
+// of 1 + kChain nodes and one of 1 node, over kChain, is the cost of one firing (launch,
+// event, poller, actor message), free of the feed's and fetch's copies. Run in a process
+// of its own (gpu_bench step_overhead): the pool's peak must show that the chain ran on
+// the GPU. The peer is PyTorch's eager launch overhead per op (bench/gpu/torch_peer.py).
+void step_overhead_case() {
+  constexpr int kChain = 200;
+  auto step_seconds = [](int nodes, int reps) {
+    af::Graph g;
+    af::Output x, y;
+    {
+      af::DeviceScope gpu(g, "/gpu:0");
+      x = af::placeholder(g, af::f32, {1}, "x");
+      y = x;
+      for (int i = 0; i < nodes; ++i) y = af::relu(y, "r" + std::to_string(i));
+    }
+    auto sess = must(af::Session::create(g), "session");
+    af::Tensor in = af::Tensor::from_vector<float>({1.f}, af::Shape{1});
+    for (int i = 0; i < 20; ++i) must(sess.run({y}, {{x, in}}), "warm-up step");
+    std::vector<double> t;
+    for (int r = 0; r < 5; ++r) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < reps; ++i) must(sess.run({y}, {{x, in}}), "step");
+      t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / reps);
+    }
+    return median(t);
+  };
+  const double one = step_seconds(1, 200);
+  const double chain = step_seconds(1 + kChain, 50);
+  auto stats = must(af::gpu_memory_stats(0), "gpu memory stats");
+  if (stats.peak_bytes_in_use == 0) {
+    std::printf("BENCH gpu_step_overhead SKIP (the chain did not run on the GPU: the pool saw no allocation)\n");
+    return;
+  }
+  const double us = (chain - one) / kChain * 1e6;
+  std::printf("OURS gpu_step_overhead us_per_node=%.3f step_1=%.1fus step_%d=%.1fus\n", us, one * 1e6, 1 + kChain,
+              chain * 1e6);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (af::cuda_device_count() == 0) {
     std::printf("GPU benchmarks skipped: no device\n");
     return 77;
+  }
+  if (argc > 1 && std::string(argv[1]) == "step_overhead") {
+    try {
+      step_overhead_case();
+    } catch (const std::exception& e) {
+      std::printf("BENCH gpu_step_overhead SKIP (the GPU run failed: %s)\n", e.what());
+    }
+    return 0;
   }
   std::printf("# gpu:0 = %s\n", af::cuda_device_name(0).c_str());
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 4096;
