@@ -350,6 +350,30 @@ void build_mlp(MlpGraph& t, const std::string& device) {
   t.grads = af::gradients({t.m.loss}, t.vars);
 }
 
+// n_train + n_test rows of 784 pixels in [0, 1]: a per-class template plus noise.
+kit::Split synthetic_fashion_mnist(int64_t n_train, int64_t n_test) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> templates(10 * 784);
+  for (float& t : templates) t = u(rng);
+  auto make = [&](int64_t n, af::Tensor* x, af::Tensor* y) {
+    std::vector<float> xv(static_cast<size_t>(n * 784));
+    std::vector<int64_t> yv(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t c = static_cast<int64_t>(rng() % 10);
+      yv[static_cast<size_t>(i)] = c;
+      for (int64_t j = 0; j < 784; ++j)
+        xv[static_cast<size_t>(i * 784 + j)] = 0.35f * templates[static_cast<size_t>(c * 784 + j)] + 0.65f * u(rng);
+    }
+    *x = af::Tensor::from_vector(xv, {n, 784});
+    *y = af::Tensor::from_vector(yv, {n});
+  };
+  kit::Split s;
+  make(n_train, &s.x_train, &s.y_train);
+  make(n_test, &s.x_test, &s.y_test);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("needs a GPU: the MLP's loss and gradients on /gpu:0 match the CPU's (rtol 1e-3, atol 1e-5)") {
@@ -386,9 +410,16 @@ TEST_CASE("needs a GPU: the Fashion-MNIST MLP trained on /gpu:0 reaches the CPU'
   require_gpu();
   const char* env = std::getenv("AF_FASHION_MNIST_DIR");
   const std::string dir = env ? env : kit::kFashionMnistDir;
-  if (!fs::exists(dir + "/train-images-idx3-ubyte.gz"))
-    aft::skip("GPU sample test skipped: Fashion-MNIST is not in " + dir + " (set AF_FASHION_MNIST_DIR)", "");
-  auto data = kit::load_fashion_mnist(dir, kit::Pixels::u8);
+  const bool real = fs::exists(dir + "/train-images-idx3-ubyte.gz");
+  af::Result<kit::Split> data = af::Status::OK();
+  if (real) {
+    data = kit::load_fashion_mnist(dir, kit::Pixels::u8);
+  } else {
+    // A GPU machine without the Debian data set (gpu-check's): Fashion-MNIST-shaped data,
+    // 10 classes of noisy pixel templates, learnable but not at once.
+    MESSAGE("Fashion-MNIST is not in " << dir << " (AF_FASHION_MNIST_DIR): synthetic data of its shape");
+    data = synthetic_fashion_mnist(12000, 2000);
+  }
   REQUIRE_MESSAGE(data.ok(), data.status().to_string());
   auto train = [&](const std::string& device) {
     kit::Flags defaults = kit::sample_defaults("fashion_mnist");
@@ -417,6 +448,6 @@ TEST_CASE("needs a GPU: the Fashion-MNIST MLP trained on /gpu:0 reaches the CPU'
   const kit::TrainResult cpu = train("");
   MESSAGE("test accuracy: gpu " << gpu.test_accuracy << " (" << gpu.examples_per_second << " examples/s), cpu "
                                 << cpu.test_accuracy << " (" << cpu.examples_per_second << " examples/s)");
-  CHECK(cpu.test_accuracy > 0.8);
+  CHECK(cpu.test_accuracy > (real ? 0.8 : 0.5));
   CHECK(std::fabs(gpu.test_accuracy - cpu.test_accuracy) <= 0.005);
 }
