@@ -8,6 +8,7 @@
 
 #include <actorflow/ops/cuda_info.h>
 #include <actorflow/ops/gpu.h>
+#include <actorflow/ops/gpu_placement.h>
 
 #include <cmath>
 #include <random>
@@ -162,6 +163,12 @@ TEST_CASE("the cuDNN group's GPU kernels are registered exactly when the build h
   for (const char* op : {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "AvgPool", "MaxPoolGrad",
                          "AvgPoolGrad", "FusedBatchNorm", "FusedBatchNormGrad", "Dropout"})
     CHECK_MESSAGE(af::KernelRegistry::global().has(op, af::DeviceType::GPU) == (af::built_with_cuda() && kHaveCudnn), op);
+  // The batch norm reads is_training on the host: placement keeps that input there.
+  CHECK(af::gpu_input_in_host_memory("FusedBatchNorm", 5));
+  CHECK(af::gpu_input_in_host_memory("FusedBatchNormGrad", 7));
+  CHECK_FALSE(af::gpu_input_in_host_memory("FusedBatchNorm", 0));
+  CHECK_FALSE(af::gpu_input_in_host_memory("FusedBatchNormGrad", 1));
+  CHECK_FALSE(af::gpu_input_in_host_memory("Dropout", 1));  // read on the device
 }
 
 TEST_CASE("needs a GPU: Conv2D and its gradients match the CPU (rtol 1e-4, atol 2e-6 per summed product)") {

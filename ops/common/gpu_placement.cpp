@@ -89,6 +89,9 @@ std::vector<std::string> variables_of(const Node& n) {
 }  // namespace
 
 bool gpu_input_in_host_memory(const std::string& op, int input) {
+  // The batch norm's is_training flag picks which cuDNN call to queue: its GPU kernel reads
+  // it on the host (ops/cuda/gpu_cudnn_batchnorm.cpp).
+  if ((op == "FusedBatchNorm" && input == 5) || (op == "FusedBatchNormGrad" && input == 7)) return true;
   // An Apply op's hyperparameters are host scalars (its kernel reads them when it queues
   // the update); only the gradient is on the device.
   const int grad = apply_grad_input(op);

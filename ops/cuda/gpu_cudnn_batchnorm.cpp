@@ -11,7 +11,8 @@
 // call: gpu_cudnn_kernels.cu sums per channel in double, as the CPU.
 //
 // is_training as an input (FusedBatchNorm's 6th, the grad's 8th) must be host memory:
-// reading a device bool would block this thread until the GPU gets there.
+// reading a device bool would block this thread until the GPU gets there. Placement
+// keeps it there (gpu_input_in_host_memory, ops/common/gpu_placement.cpp).
 #include "cuda/gpu_cudnn_common.h"
 #include "cuda/gpu_kernels.h"
 

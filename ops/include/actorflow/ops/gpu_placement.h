@@ -36,7 +36,7 @@ Result<GpuPlacement> place_nodes_on_gpus(int num_nodes, const std::function<cons
                                          const GpuPlacementOptions& opts = {});
 
 // Inputs that a GPU kernel reads from host memory (TF's HostMemory): an Apply op's
-// hyperparameter scalars. An edge into one from a GPU needs a _CopyToHost; from the CPU none.
+// hyperparameter scalars, FusedBatchNorm's is_training (input 5) and FusedBatchNormGrad's (7). An edge into one from a GPU needs a _CopyToHost; from the CPU none.
 bool gpu_input_in_host_memory(const std::string& op, int input);
 
 // A data edge whose two ends were placed on different devices.
