@@ -25,13 +25,14 @@ bool has_line(const af::GpuPlacement& p, const std::string& node, const std::str
 
 TEST_CASE("soft placement: GPU nodes with float32 GPU kernels stay; the rest fall back with one line each") {
   af::Graph g;
-  af::Output x, r, s, c, host;
+  af::Output x, r, s, to_int, c, host;
   {
     af::DeviceScope gpu(g, "/gpu:0");
     x = af::placeholder(g, af::f32, {2, 3}, "x");
     r = af::relu(x, "r");
     s = af::softmax(r, "s");           // no GPU kernel yet
-    c = af::neg(af::cast(r, af::i64, "to_int"), "c");  // int64: the GPU kernel is f32 only
+    to_int = af::cast(r, af::i64, "to_int");  // Cast to int64 has a GPU kernel
+    c = af::neg(to_int, "c");          // int64: the GPU kernel is f32 only
   }
   host = af::square(r, "host");        // no device: the CPU
   af::GpuPlacementOptions opts;
@@ -55,14 +56,16 @@ TEST_CASE("soft placement: GPU nodes with float32 GPU kernels stay; the rest fal
   }
   CHECK(dev(r) == kGpu0);
   CHECK(has_line(*p, "c", "float32 only"));
-  // x -> r goes to the GPU; r comes back for s, to_int and host.
+  CHECK(dev(to_int) == kGpu0);
+  // x -> r goes to the GPU; r comes back for s and host, to_int for c.
   auto crossings = af::device_crossings(g, *p);
   REQUIRE(crossings.size() == 4);
   CHECK(crossings[0].from.node == x.node_id());
   CHECK(crossings[0].to_node == r.node_id());
   CHECK(std::string(crossings[0].copy_op) == "_CopyToDevice");
   for (size_t i = 1; i < crossings.size(); ++i) {
-    CHECK(crossings[i].from.node == r.node_id());
+    const int back_from = crossings[i].to_node == c.node_id() ? to_int.node_id() : r.node_id();
+    CHECK(crossings[i].from.node == back_from);
     CHECK(crossings[i].from_device == kGpu0);
     CHECK(crossings[i].to_device == kCpu);
     CHECK(std::string(crossings[i].copy_op) == "_CopyToHost");
