@@ -8,6 +8,7 @@
 #include <set>
 
 #include "actorflow/ops/cpu_device.h"
+#include "actorflow/ops/cuda_info.h"
 #include "actorflow/session.h"
 #include "executor.h"
 #include "gpu_plan.h"
@@ -132,7 +133,9 @@ class LocalSession final : public SessionImpl {
         AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(graph_, req));
         AF_RETURN_IF_ERROR(check_kernels(graph_, DeviceType::CPU, plan.nodes));
         GraphOptimizerOptions optimizer = opts_.optimizer;
-        const bool gpu = graph_asks_for_gpu(graph_);
+        // Only where a GPU exists (asking loads nothing on a machine without one): else the
+        // graph runs on the CPU exactly as if it named no device.
+        const bool gpu = graph_asks_for_gpu(graph_) && cuda_device_count() > 0;
         // Fused elementwise nodes have no GPU kernel: nodes placed on a GPU stay unfused.
         if (gpu) optimizer.fuse_elementwise = false;
         AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(graph_, std::move(plan), optimizer));
