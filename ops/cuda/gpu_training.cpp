@@ -450,6 +450,7 @@ class ApplyKernel final : public GpuOpKernel {
       for (size_t j = 0; j < i; ++j)
         if (names_[i] == names_[j])
           return invalid_argument("variable '" + names_[i] + "' is named twice among the variable and its slots");
+    if (!ctx.resources()) return failed_precondition("no resource manager: optimizer updates run in a session");
     std::vector<std::shared_ptr<VariableState>> states;
     for (const std::string& n : names_) states.push_back(ctx.resources()->variable(n));
     std::vector<std::mutex*> mus;
