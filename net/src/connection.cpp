@@ -86,7 +86,9 @@ Result<std::shared_ptr<OutFrame>> Connection::encode_checked(const Message& m) c
 }
 
 bool Connection::on_loop_thread() {
-  auto* ex = socket_.get_executor().target<asio::io_context::executor_type>();
+  // target() points into the executor it is called on: keep that one alive.
+  auto executor = socket_.get_executor();
+  auto* ex = executor.target<asio::io_context::executor_type>();
   return ex && ex->running_in_this_thread();
 }
 
