@@ -1,8 +1,11 @@
 @0xbcbb2ec29d5f0b4e;
 # The node daemon's wire: every frame body is one Frame message (flat array), behind the
-# 16-byte header of net/src/frame.h. Tensors travel as TensorMsg bytes (tensor.capnp), so
-# the bytes a remote feed or fetch carries are exactly those of an encoded local edge.
+# 16-byte header of net/src/frame.h. Tensors travel as TensorMsg structs (tensor.capnp)
+# inside the frame's message, in tensor_codec's split form (large numeric data beside the
+# body, in the frame's payload): one message and one reader per frame. (Protocol version 1
+# nested each TensorMsg as a message of its own in Data bytes; version 2 is this.)
 using Cxx = import "/capnp/c++.capnp";
+using T = import "tensor.capnp";
 $Cxx.namespace("actorflow::wire");
 
 # Both sides open with a Hello. The nonce (32 random bytes) makes every handshake's MACs
@@ -56,7 +59,7 @@ struct Edge {
   stepId @1 :UInt64;
   edge @2 :UInt64;
   toLocation @3 :Text;
-  tensor @4 :Data;           # TensorMsg bytes
+  tensor @4 :T.TensorMsg;
 }
 
 # One credit of `edge` back to its producer at `toLocation`: the consumer took a tensor.
@@ -79,7 +82,7 @@ struct Registered {
 
 struct NamedTensor {
   name @0 :Text;             # "node:index"
-  tensor @1 :Data;           # TensorMsg bytes
+  tensor @1 :T.TensorMsg;
 }
 
 struct RunStep {
@@ -94,7 +97,7 @@ struct RunStep {
 struct StepDone {
   stepId @0 :UInt64;
   status @1 :StepStatus;
-  fetched @2 :List(Data);    # TensorMsg bytes, in the order of RunStep.fetches
+  fetched @2 :List(T.TensorMsg);  # in the order of RunStep.fetches
 }
 
 struct CloseGraph {

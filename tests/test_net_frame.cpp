@@ -13,6 +13,10 @@
 
 #include "../net/src/frame.h"
 #include "../net/src/frame_messages.h"
+#include "net.capnp.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 
 namespace af = actorflow;
 namespace an = actorflow::net;
@@ -342,4 +346,186 @@ TEST_CASE("2,000 mutated frames with payloads after authentication: errors, neve
   }
   INFO("errors " << errors << ", decoded " << decoded);
   CHECK(errors > 1000);
+}
+
+namespace {
+
+// A RunStep frame body with one feed whose TensorMsg `fill` writes (hostile on purpose),
+// as a received frame announcing `payload_bytes`.
+an::RawFrame hostile_step(const std::function<void(actorflow::wire::TensorMsg::Builder)>& fill, uint64_t payload_bytes = 0) {
+  capnp::MallocMessageBuilder b;
+  auto step = b.initRoot<actorflow::wire::Frame>().initRunStep();
+  step.setHandle(1);
+  step.setStepId(2);
+  auto feeds = step.initFeeds(1);
+  feeds[0].setName("x:0");
+  fill(feeds[0].initTensor());
+  auto flat = capnp::messageToFlatArray(b);
+  an::RawFrame f;
+  f.type = 6;  // RunStep
+  f.flags = payload_bytes ? an::kFramePayload : 0;
+  f.size = flat.size() * 8;
+  f.words.resize(flat.size());
+  std::memcpy(f.words.data(), flat.begin(), f.size);
+  f.payload_bytes = payload_bytes;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("tensors are structs in the frame: small frames are one small message") {
+  an::OutFrame out = an::encode_message(sample_step());
+  CHECK(out.payload.empty());
+  CHECK(out.head.size() < 400);  // 312 bytes: header, names, a 2x2 f32 feed
+  uint32_t segments_minus_one = 0;
+  std::memcpy(&segments_minus_one, out.head.data() + an::kFrameHeaderBytes, 4);
+  CHECK(segments_minus_one == 0);
+  // A thread's reused first segment leaves nothing behind: the same message gives the same
+  // bytes after larger and smaller ones.
+  std::string first = an::encode_message(an::HeartbeatMsg{7}).bytes();
+  an::RunStepMsg many = sample_step();
+  for (int i = 0; i < 40; ++i) many.fetches.push_back("a_long_fetch_name_" + std::to_string(i) + ":0");
+  std::string step_bytes = an::encode_message(many).bytes();
+  CHECK(an::encode_message(an::HeartbeatMsg{7}).bytes() == first);
+  auto frames = read_all(step_bytes, 64, 1 << 20);
+  REQUIRE(frames.ok());
+  auto back = decode(frames->at(0), 1 << 20);
+  REQUIRE(back.ok());
+  CHECK(std::get<an::RunStepMsg>(*back).fetches.size() == 42);
+  CHECK(an::encode_message(*back).bytes() == step_bytes);
+  // Far over the scratch segment: one segment of its own size.
+  an::RegisterGraphMsg reg{1, std::string(100000, 'g')};
+  std::string reg_bytes = an::encode_message(reg).bytes();
+  std::memcpy(&segments_minus_one, reg_bytes.data() + an::kFrameHeaderBytes, 4);
+  CHECK(segments_minus_one == 0);
+  auto reg_back = decode(read_all(reg_bytes, 4096, 1 << 20)->at(0), 1 << 20);
+  REQUIRE(reg_back.ok());
+  CHECK(std::get<an::RegisterGraphMsg>(*reg_back).graph_def == reg.graph_def);
+}
+
+TEST_CASE("hostile TensorMsg structs in a frame give errors naming the feed") {
+  using actorflow::wire::DType;
+  auto expect_error = [](const an::RawFrame& f, const char* what) {
+    auto m = decode(f, 1 << 20);
+    INFO(what);
+    REQUIRE_FALSE(m.ok());
+    CHECK(m.status().code() == af::Code::data_loss);
+    CHECK(m.status().message().find("x:0") != std::string::npos);
+  };
+  // Sanity: a good one decodes.
+  auto good = decode(hostile_step([](auto t) {
+                       auto p = t.initTensor();
+                       p.setDtype(DType::F32);
+                       p.initShape().initDims(1).set(0, 2);
+                       p.initData(8);
+                     }),
+                     1 << 20);
+  REQUIRE(good.ok());
+  CHECK(std::get<an::RunStepMsg>(*good).feeds.at(0).second.tensor.num_elements() == 2);
+  expect_error(hostile_step([](auto t) {
+                 auto p = t.initTensor();
+                 p.setDtype(DType::F32);
+                 p.initShape().initDims(1).set(0, 3);
+                 p.initData(8);
+               }),
+               "data shorter than the shape");
+  expect_error(hostile_step([](auto t) {
+                 auto p = t.initTensor();
+                 p.setDtype(DType::F32);
+                 auto d = p.initShape().initDims(2);
+                 d.set(0, int64_t{1} << 40);
+                 d.set(1, int64_t{1} << 40);
+               }),
+               "shape past int64");
+  expect_error(hostile_step([](auto t) {
+                 auto p = t.initTensor();
+                 p.setDtype(DType::F32);
+                 p.initShape().initDims(1).set(0, -4);
+               }),
+               "negative dim");
+  expect_error(hostile_step([](auto t) {
+                 auto p = t.initTensor();
+                 p.setDtype(DType::BOOLEAN);
+                 p.initShape().initDims(1).set(0, 1);
+                 p.initData(1)[0] = 7;
+               }),
+               "bool byte 7");
+  expect_error(hostile_step([](auto t) { t.initStatus().setCode(999); }), "unknown status code");
+  expect_error(hostile_step([](auto t) {
+                 t.initStatus().setCode(static_cast<int32_t>(af::Code::data_loss));
+                 auto p = t.initTensor();
+                 p.setDtype(DType::F32);
+                 p.initShape().initDims(1).set(0, 1024);
+                 p.setBesideBytes(4096);
+               }, 4096),
+               "failed status and data beside");
+  expect_error(hostile_step([](auto t) {
+                 auto p = t.initTensor();
+                 p.setDtype(DType::F32);
+                 p.initShape().initDims(1).set(0, 1 << 20);
+                 p.setBesideBytes(4 << 20);
+               }, 4096),
+               "beside claim over the announced payload");
+  expect_error(hostile_step([](auto t) {
+                 auto p = t.initTensor();
+                 p.setDtype(DType::STRING);
+                 p.initShape().initDims(1).set(0, 512);
+                 p.setBesideBytes(4096);
+               }, 4096),
+               "strings beside");
+  expect_error(hostile_step([](auto t) {
+                 auto p = t.initTensor();
+                 p.setDtype(DType::F32);
+                 p.initShape().initDims(1).set(0, 1000);
+                 p.setBesideBytes(4096);
+               }, 4096),
+               "beside size disagreeing with the shape");
+  // Data beside that the header does not announce.
+  auto unannounced = decode(hostile_step([](auto t) {
+                              auto p = t.initTensor();
+                              p.setDtype(DType::F32);
+                              p.initShape().initDims(1).set(0, 1024);
+                              p.setBesideBytes(4096);
+                            }),
+                            1 << 20);
+  CHECK_FALSE(unannounced.ok());
+}
+
+TEST_CASE("5,000 frames with mutated tensor structs (CRC fixed): errors, never a crash") {
+  std::mt19937_64 rng(20261201);
+  af::Tensor a = af::Tensor::filled(af::DType::f32, af::Shape{64, 33}, 0.25);
+  an::RunStepMsg step = sample_step();
+  step.feeds.emplace_back("a:0", value(a));
+  step.feeds.emplace_back("b:0", value(af::Tensor::from_vector<bool>({true, false}, {2})));
+  std::vector<an::OutFrame> seeds;
+  seeds.push_back(an::encode_message(step));
+  seeds.push_back(an::encode_message(an::StepDoneMsg{1, af::Status::OK(), {value(a), value(af::Tensor::scalar(3.0f))}}));
+  seeds.push_back(an::encode_message(an::EdgeFrameMsg{1, 2, 3, "/job:ps/task:0/cpu:0", value(af::Tensor::scalar(int64_t{5}))}));
+  int errors = 0, decoded = 0;
+  for (int i = 0; i < 5000; ++i) {
+    const an::OutFrame& seed = seeds[rng() % seeds.size()];
+    size_t head = an::frame_head_bytes(seed.payload_bytes());
+    std::string body = seed.head.substr(head);
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) body[rng() % body.size()] ^= static_cast<char>(1 + rng() % 255);
+    an::RawFrame f;
+    f.type = static_cast<uint16_t>(seed.head[4]);
+    f.flags = seed.payload_bytes() ? an::kFramePayload : 0;
+    f.size = body.size();
+    f.words.resize(body.size() / 8);
+    std::memcpy(f.words.data(), body.data(), body.size());
+    f.payload_bytes = seed.payload_bytes();
+    std::vector<an::PayloadTarget> targets;
+    auto m = an::decode_message(f, 1 << 20, &targets);
+    if (m.ok()) {
+      ++decoded;
+      uint64_t sum = 0;
+      for (auto& t : targets) sum += t.size;
+      CHECK(sum == f.payload_bytes);
+    } else {
+      ++errors;
+    }
+  }
+  INFO("errors " << errors << ", decoded " << decoded);
+  CHECK(errors + decoded == 5000);
 }

@@ -40,17 +40,22 @@ void write_frame_header(const FrameHeader& h, char out[kFrameHeaderBytes]) {
   put_u32(out + 12, h.crc);
 }
 
-std::string encode_frame(uint16_t type, std::string_view body, uint64_t payload_bytes) {
+void write_frame_head(char* out, uint16_t type, size_t body_bytes, uint64_t payload_bytes) {
   uint16_t flags = payload_bytes ? kFramePayload : 0;
-  FrameHeader h{type, flags, static_cast<uint32_t>(body.size()), crc32c(body.data(), body.size())};
-  size_t head = kFrameHeaderBytes + (payload_bytes ? kPayloadLengthBytes : 0);
-  std::string out(head + body.size(), '\0');
-  write_frame_header(h, out.data());
+  const char* body = out + frame_head_bytes(payload_bytes);
+  FrameHeader h{type, flags, static_cast<uint32_t>(body_bytes), crc32c(body, body_bytes)};
+  write_frame_header(h, out);
   if (payload_bytes) {
-    put_u32(out.data() + kFrameHeaderBytes, static_cast<uint32_t>(payload_bytes));
-    put_u32(out.data() + kFrameHeaderBytes + 4, static_cast<uint32_t>(payload_bytes >> 32));
+    put_u32(out + kFrameHeaderBytes, static_cast<uint32_t>(payload_bytes));
+    put_u32(out + kFrameHeaderBytes + 4, static_cast<uint32_t>(payload_bytes >> 32));
   }
+}
+
+std::string encode_frame(uint16_t type, std::string_view body, uint64_t payload_bytes) {
+  size_t head = frame_head_bytes(payload_bytes);
+  std::string out(head + body.size(), '\0');
   if (!body.empty()) std::memcpy(out.data() + head, body.data(), body.size());
+  write_frame_head(out.data(), type, body.size(), payload_bytes);
   return out;
 }
 

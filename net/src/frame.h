@@ -48,6 +48,16 @@ void write_frame_header(const FrameHeader& h, char out[kFrameHeaderBytes]);
 // the payload length after the header (the payload itself is written by the caller).
 std::string encode_frame(uint16_t type, std::string_view body, uint64_t payload_bytes = 0);
 
+// The bytes in front of a frame's body: the header, and with payload_bytes > 0 the
+// payload length.
+inline size_t frame_head_bytes(uint64_t payload_bytes) {
+  return kFrameHeaderBytes + (payload_bytes ? kPayloadLengthBytes : 0);
+}
+// Writes the header (with the body's CRC) and the payload length in front of a body of
+// `body_bytes` already at out + frame_head_bytes(payload_bytes): encode_frame without
+// copying the body.
+void write_frame_head(char* out, uint16_t type, size_t body_bytes, uint64_t payload_bytes);
+
 // A frame to write: its header and body, then the payload tensors' bytes, gathered.
 struct PayloadSpan {
   const char* data = nullptr;

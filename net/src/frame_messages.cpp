@@ -7,8 +7,10 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include "actorflow/tensor_codec_capnp.h"
 #include "net.capnp.h"
 
 namespace actorflow::net {
@@ -33,14 +35,14 @@ Status read_status(wire::StepStatus::Reader r) {
   return Status(static_cast<Code>(code), str(r.getMessage()));
 }
 
-// The heads of a message's tensors go into its body; the data of those that travel
-// beside is gathered for the payload.
+// The heads of a message's tensors go into its body, as TensorMsg structs; the data of
+// those that travel beside is gathered for the payload.
 struct TensorSink {
   std::vector<Tensor> beside;
-  std::string head(const TensorMessage& m) {
-    TensorMessageHead h = encode_tensor_message_head(m);
-    if (h.beside.valid()) beside.push_back(std::move(h.beside));
-    return std::move(h.bytes);
+  const capnp::Orphanage* orphanage = nullptr;
+  void head(const TensorMessage& m, wire::TensorMsg::Builder b) {
+    Tensor t = write_tensor_message_head(m, b, orphanage);
+    if (t.valid()) beside.push_back(std::move(t));
   }
 };
 
@@ -86,7 +88,7 @@ struct Writer {
     auto feeds = b.initFeeds(static_cast<unsigned>(m.feeds.size()));
     for (unsigned i = 0; i < feeds.size(); ++i) {
       feeds[i].setName(text(m.feeds[i].first));
-      feeds[i].setTensor(bytes_of(tensors.head(m.feeds[i].second)));
+      tensors.head(m.feeds[i].second, feeds[i].initTensor());
     }
     auto fetches = b.initFetches(static_cast<unsigned>(m.fetches.size()));
     for (unsigned i = 0; i < fetches.size(); ++i) fetches.set(i, text(m.fetches[i]));
@@ -98,7 +100,7 @@ struct Writer {
     b.setStepId(m.step_id);
     write_status(m.status, b.initStatus());
     auto fetched = b.initFetched(static_cast<unsigned>(m.fetched.size()));
-    for (unsigned i = 0; i < fetched.size(); ++i) fetched.set(i, bytes_of(tensors.head(m.fetched[i])));
+    for (unsigned i = 0; i < fetched.size(); ++i) tensors.head(m.fetched[i], fetched[i]);
   }
   void operator()(const CloseGraphMsg& m) { f.initCloseGraph().setHandle(m.handle); }
   void operator()(const HeartbeatMsg& m) { f.initHeartbeat().setSentAtMs(m.sent_at_ms); }
@@ -108,7 +110,7 @@ struct Writer {
     b.setStepId(m.step_id);
     b.setEdge(m.edge);
     b.setToLocation(text(m.to_location));
-    b.setTensor(bytes_of(tensors.head(m.value)));
+    tensors.head(m.value, b.initTensor());
   }
   void operator()(const CleanupStepMsg& m) {
     auto b = f.initCleanupStep();
@@ -129,10 +131,12 @@ struct Writer {
 struct TensorSource {
   std::vector<PayloadTarget>* payload;
   uint64_t left;  // payload bytes the header announced and no tensor has claimed yet
-  Result<TensorMessage> read(capnp::Data::Reader d, const char* what) {
+  // `what` names the tensor in an error (only then is it called).
+  template <typename What>
+  Result<TensorMessage> read(wire::TensorMsg::Reader r, What&& what) {
     Tensor beside;
-    auto m = decode_tensor_message_head(to_string(d), &beside, left);
-    if (!m.ok()) return m.status().with_context(what);
+    auto m = read_tensor_message_head(r, &beside, left);
+    if (!m.ok()) return m.status().with_context(what());
     if (beside.valid()) {
       payload->push_back({static_cast<char*>(beside.raw_data()), beside.bytes()});
       left -= beside.bytes();
@@ -171,7 +175,7 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
       m.timeout_ms = r.getTimeoutMs();
       for (auto feed : r.getFeeds()) {
         std::string name = str(feed.getName());
-        AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(feed.getTensor(), ("the feed " + name).c_str()));
+        AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(feed.getTensor(), [&] { return "the feed " + name; }));
         m.feeds.emplace_back(std::move(name), std::move(t));
       }
       for (auto name : r.getFetches()) m.fetches.push_back(str(name));
@@ -184,7 +188,7 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
       m.step_id = r.getStepId();
       m.status = read_status(r.getStatus());
       for (auto d : r.getFetched()) {
-        AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(d, "a fetched tensor"));
+        AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(d, [] { return std::string("a fetched tensor"); }));
         m.fetched.push_back(std::move(t));
       }
       return Message{std::move(m)};
@@ -193,7 +197,7 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
     case wire::Frame::HEARTBEAT: return Message{HeartbeatMsg{f.getHeartbeat().getSentAtMs()}};
     case wire::Frame::EDGE: {
       auto r = f.getEdge();
-      AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(r.getTensor(), "an edge's tensor"));
+      AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(r.getTensor(), [] { return std::string("an edge's tensor"); }));
       return Message{EdgeFrameMsg{r.getSession(), r.getStepId(), r.getEdge(), str(r.getToLocation()), std::move(t)}};
     }
     case wire::Frame::CLEANUP_STEP: {
@@ -218,18 +222,95 @@ const char* message_name(const Message& m) {
   return names[m.index()];
 }
 
-OutFrame encode_message(const Message& m) {
-  capnp::MallocMessageBuilder builder;
-  auto tensors = std::make_shared<TensorSink>();
-  std::visit(Writer{builder.initRoot<wire::Frame>(), *tensors}, m);
-  kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder);
-  auto bytes = flat.asBytes();
+namespace {
+
+// Words a message's Frame needs, about: enough that it is one segment (tensor data
+// referenced in place aside).
+struct SizeEstimate {
+  size_t bytes = 64;
+  void str(const std::string& s) { bytes += s.size() + 16; }
+  void tensor(const TensorMessage& t) { bytes += tensor_message_head_words(t) * 8 + 16; }
+  void operator()(const HelloMsg& m) { str(m.role), str(m.task), str(m.nonce); }
+  void operator()(const AuthProofMsg& m) { str(m.mac); }
+  void operator()(const WelcomeMsg&) {}
+  void operator()(const RegisterGraphMsg& m) {
+    str(m.graph_def), str(m.location);
+    for (auto& p : m.peers) bytes += 16, str(p.first), str(p.second);
+  }
+  void operator()(const RegisteredMsg& m) { str(m.status.message()); }
+  void operator()(const RunStepMsg& m) {
+    for (auto& f : m.feeds) bytes += 16, str(f.first), tensor(f.second);
+    for (auto& f : m.fetches) str(f);
+    for (auto& t : m.targets) str(t);
+  }
+  void operator()(const StepDoneMsg& m) {
+    str(m.status.message());
+    for (auto& t : m.fetched) tensor(t);
+  }
+  void operator()(const CloseGraphMsg&) {}
+  void operator()(const HeartbeatMsg&) {}
+  void operator()(const EdgeFrameMsg& m) { str(m.to_location), tensor(m.value); }
+  void operator()(const CreditMsg& m) { str(m.to_location); }
+  void operator()(const CleanupStepMsg& m) { str(m.status.message()); }
+  void operator()(const ShutdownMsg& m) { str(m.reason); }
+};
+
+// A thread's first segment for small frames: no calloc per frame. MallocMessageBuilder
+// zeroes what it used again when it is destroyed, as it requires of a given segment.
+constexpr size_t kScratchWords = 512;
+thread_local uint64_t t_scratch[kScratchWords] = {};
+
+OutFrame flatten_frame(capnp::MessageBuilder& builder, uint16_t type, std::shared_ptr<TensorSink> tensors) {
   OutFrame out;
   for (auto& t : tensors->beside) out.payload.push_back({static_cast<const char*>(t.raw_data()), t.bytes()});
-  out.head = encode_frame(frame_type(m), std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()),
-                          out.payload_bytes());
+  uint64_t payload_bytes = out.payload_bytes();
+  // The flat layout of capnp::messageToFlatArray, written straight behind the header.
+  auto segments = builder.getSegmentsForOutput();
+  size_t n = segments.size();
+  size_t table_words = n / 2 + 1;  // u32 count-1, n u32 sizes, padded to a word
+  size_t words = table_words;
+  for (auto& seg : segments) words += seg.size();
+  size_t head = frame_head_bytes(payload_bytes);
+  out.head.resize(head + words * sizeof(capnp::word));
+  char* body = out.head.data() + head;
+  auto put32 = [&](size_t at, size_t v) {
+    uint32_t x = static_cast<uint32_t>(v);
+    std::memcpy(body + at, &x, 4);
+  };
+  put32(0, n - 1);
+  for (size_t i = 0; i < n; ++i) put32(4 + 4 * i, segments[i].size());
+  if (n % 2 == 0) put32(4 + 4 * n, 0);
+  char* p = body + table_words * sizeof(capnp::word);
+  for (auto& seg : segments) {
+    if (seg.size()) std::memcpy(p, seg.begin(), seg.size() * sizeof(capnp::word));
+    p += seg.size() * sizeof(capnp::word);
+  }
+  write_frame_head(out.head.data(), type, words * sizeof(capnp::word), payload_bytes);
   if (!out.payload.empty()) out.keep = std::move(tensors);
   return out;
+}
+
+OutFrame build_frame(capnp::MallocMessageBuilder& builder, const Message& m) {
+  auto tensors = std::make_shared<TensorSink>();
+  capnp::Orphanage orphanage = builder.getOrphanage();
+  tensors->orphanage = &orphanage;
+  std::visit(Writer{builder.initRoot<wire::Frame>(), *tensors}, m);
+  tensors->orphanage = nullptr;
+  return flatten_frame(builder, frame_type(m), std::move(tensors));
+}
+
+}  // namespace
+
+OutFrame encode_message(const Message& m) {
+  SizeEstimate size;
+  std::visit(size, m);
+  size_t words = size.bytes / sizeof(capnp::word) + 1;
+  if (words <= kScratchWords) {
+    capnp::MallocMessageBuilder builder(kj::arrayPtr(reinterpret_cast<capnp::word*>(t_scratch), kScratchWords));
+    return build_frame(builder, m);
+  }
+  capnp::MallocMessageBuilder builder(static_cast<unsigned>(std::min<size_t>(words, size_t{1} << 28)));
+  return build_frame(builder, m);
 }
 
 Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes, std::vector<PayloadTarget>* payload) {

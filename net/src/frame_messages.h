@@ -16,7 +16,8 @@
 
 namespace actorflow::net {
 
-inline constexpr uint32_t kProtoVersion = 1;
+// 2: a frame's tensors are TensorMsg structs in its message (1 nested them as bytes).
+inline constexpr uint32_t kProtoVersion = 2;
 
 struct HelloMsg {
   uint32_t proto_version = kProtoVersion;

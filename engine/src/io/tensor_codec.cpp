@@ -1,6 +1,7 @@
 // Tensors <-> Cap'n Proto (schemas/tensor.capnp), and the flat message layout shared with
 // graph_def.cpp.
 #include "actorflow/tensor_codec.h"
+#include "actorflow/tensor_codec_capnp.h"
 
 #include <atomic>
 #include <bit>
@@ -378,23 +379,32 @@ CodecCounts codec_counts() {
 
 namespace {
 
+// A tensor that cannot travel fails the step at the receiver, with a reason, rather than
+// throwing inside the runtime: the status and tensor to write instead of m's.
+struct Outgoing {
+  Status status;
+  const Tensor* tensor;
+};
+Outgoing outgoing(const TensorMessage& m, bool beside) {
+  static const Tensor kNone;
+  if (!beside)
+    if (Status s = check_encodable(m.tensor); !s.ok()) return {s.with_context("cannot send the output '" + m.producer + "'"), &kNone};
+  return {m.status, &m.tensor};
+}
+
+unsigned message_words(const TensorMessage& m, const Outgoing& o, bool beside) {
+  static const Tensor kNone;
+  return estimate_words(beside ? kNone : *o.tensor,
+                        m.producer.size() + o.status.message().size() + (beside ? 8 * static_cast<size_t>(o.tensor->rank()) : 0));
+}
+
 // The one TensorMsg writer. With `beside`, the tensor's data is left out and its size
 // written in its place (the split form); the caller checked that it can travel so.
-std::string encode_message_impl(const TensorMessage& m, bool beside) {
+void write_message(const TensorMessage& m, const Outgoing& o, bool beside, wire::TensorMsg::Builder root,
+                   const capnp::Orphanage* orphanage) {
   g_encodes.fetch_add(1, std::memory_order_relaxed);
-  Status status = m.status;
-  const Tensor* tensor = &m.tensor;
-  static const Tensor kNone;
-  // A tensor that cannot travel fails the step at the receiver, with a reason, rather
-  // than throwing inside the runtime.
-  if (Status s = check_encodable(m.tensor); !beside && !s.ok()) {
-    status = s.with_context("cannot send the output '" + m.producer + "'");
-    tensor = &kNone;
-  }
-  capnp::MallocMessageBuilder message(
-      estimate_words(beside ? kNone : *tensor,
-                     m.producer.size() + status.message().size() + (beside ? 8 * static_cast<size_t>(tensor->rank()) : 0)));
-  auto root = message.initRoot<wire::TensorMsg>();
+  const Status& status = o.status;
+  const Tensor* tensor = o.tensor;
   root.setStepId(m.step_id);
   root.setEdge(m.edge);
   root.setProducer(capnp::Text::Reader(m.producer.data(), m.producer.size()));
@@ -408,9 +418,15 @@ std::string encode_message_impl(const TensorMessage& m, bool beside) {
     write_tensor_head(*tensor, proto);
     proto.setBesideBytes(tensor->bytes());
   } else if (tensor->valid()) {
-    capnp::Orphanage orphanage = message.getOrphanage();
-    write_tensor(*tensor, root.initTensor(), &orphanage);
+    write_tensor(*tensor, root.initTensor(), orphanage);
   }
+}
+
+std::string encode_message_impl(const TensorMessage& m, bool beside) {
+  Outgoing o = outgoing(m, beside);
+  capnp::MallocMessageBuilder message(message_words(m, o, beside));
+  capnp::Orphanage orphanage = message.getOrphanage();
+  write_message(m, o, beside, message.initRoot<wire::TensorMsg>(), &orphanage);
   return flatten_pooled(message);
 }
 
@@ -439,40 +455,44 @@ Result<Tensor> allocate_beside(wire::TensorProto::Reader r, uint64_t max_beside)
   return Tensor(dtype, std::move(shape));
 }
 
-// `beside` null: data beside the message is an error (read_tensor says so).
+// `beside` null: data beside the message is an error (read_tensor says so). `shared`:
+// storage large embedded data may share. Throws kj::Exception on malformed input.
+Result<TensorMessage> read_message(wire::TensorMsg::Reader root, const SharedBytes* shared, Tensor* beside,
+                                   uint64_t max_beside) {
+  g_decodes.fetch_add(1, std::memory_order_relaxed);
+  TensorMessage m;
+  m.step_id = root.getStepId();
+  m.edge = root.getEdge();
+  auto producer = root.getProducer();
+  m.producer.assign(producer.begin(), producer.size());
+  if (root.hasStatus()) {
+    auto s = root.getStatus();
+    int32_t code = s.getCode();
+    if (code < 0 || code > static_cast<int32_t>(Code::resource_exhausted))
+      return data_loss("TensorMsg from '" + m.producer + "' carries unknown status code " + std::to_string(code));
+    auto message = s.getMessage();
+    if (code != 0) m.status = Status(static_cast<Code>(code), std::string(message.begin(), message.size()));
+  }
+  if (root.hasTensor()) {
+    bool split = beside && root.getTensor().getBesideBytes() != 0;
+    if (split && !m.status.ok()) return data_loss("TensorMsg from '" + m.producer + "' carries both a failed status and data");
+    auto t = split ? allocate_beside(root.getTensor(), max_beside) : read_tensor(root.getTensor(), shared);
+    if (!t.ok())
+      return t.status().with_context("TensorMsg from '" + m.producer + "' (step " + std::to_string(m.step_id) + ", edge " +
+                                     std::to_string(m.edge) + ")");
+    m.tensor = std::move(t).value();
+    if (split) *beside = m.tensor;
+  }
+  return m;
+}
+
 Result<TensorMessage> decode_message_impl(std::shared_ptr<void> owner, void* data, size_t size, Tensor* beside,
                                           uint64_t max_beside) {
-  g_decodes.fetch_add(1, std::memory_order_relaxed);
   FlatReader flat;
   AF_RETURN_IF_ERROR(flat.open(data, size, kTensorMsg));
   return guard(kTensorMsg, [&]() -> Result<TensorMessage> {
-    auto root = flat.reader().getRoot<wire::TensorMsg>();
-    TensorMessage m;
-    m.step_id = root.getStepId();
-    m.edge = root.getEdge();
-    auto producer = root.getProducer();
-    m.producer.assign(producer.begin(), producer.size());
-    if (root.hasStatus()) {
-      auto s = root.getStatus();
-      int32_t code = s.getCode();
-      if (code < 0 || code > static_cast<int32_t>(Code::resource_exhausted))
-        return data_loss("TensorMsg from '" + m.producer + "' carries unknown status code " + std::to_string(code));
-      auto message = s.getMessage();
-      if (code != 0) m.status = Status(static_cast<Code>(code), std::string(message.begin(), message.size()));
-    }
-    if (root.hasTensor()) {
-      SharedBytes shared{std::move(owner), static_cast<const char*>(data), static_cast<const char*>(data) + size};
-      bool split = beside && root.getTensor().getBesideBytes() != 0;
-      if (split && !m.status.ok()) return data_loss("TensorMsg from '" + m.producer + "' carries both a failed status and data");
-      auto t = split ? allocate_beside(root.getTensor(), max_beside)
-                     : read_tensor(root.getTensor(), flat.copied() ? nullptr : &shared);
-      if (!t.ok())
-        return t.status().with_context("TensorMsg from '" + m.producer + "' (step " + std::to_string(m.step_id) +
-                                       ", edge " + std::to_string(m.edge) + ")");
-      m.tensor = std::move(t).value();
-      if (split) *beside = m.tensor;
-    }
-    return m;
+    SharedBytes shared{std::move(owner), static_cast<const char*>(data), static_cast<const char*>(data) + size};
+    return read_message(flat.reader().getRoot<wire::TensorMsg>(), flat.copied() ? nullptr : &shared, beside, max_beside);
   });
 }
 
@@ -505,6 +525,22 @@ bool travels_beside(const Tensor& t) {
 TensorMessageHead encode_tensor_message_head(const TensorMessage& m) {
   bool beside = m.status.ok() && travels_beside(m.tensor);
   return {encode_message_impl(m, beside), beside ? m.tensor : Tensor()};
+}
+
+size_t tensor_message_head_words(const TensorMessage& m) {
+  bool beside = m.status.ok() && travels_beside(m.tensor);
+  return message_words(m, outgoing(m, beside), beside);
+}
+
+Tensor write_tensor_message_head(const TensorMessage& m, wire::TensorMsg::Builder b, const capnp::Orphanage* orphanage) {
+  bool beside = m.status.ok() && travels_beside(m.tensor);
+  write_message(m, outgoing(m, beside), beside, b, orphanage);
+  return beside ? m.tensor : Tensor();
+}
+
+Result<TensorMessage> read_tensor_message_head(wire::TensorMsg::Reader r, Tensor* beside, uint64_t max_beside) {
+  *beside = Tensor();
+  return guard(kTensorMsg, [&]() -> Result<TensorMessage> { return read_message(r, nullptr, beside, max_beside); });
 }
 
 Result<TensorMessage> decode_tensor_message_head(std::string bytes, Tensor* beside, uint64_t max_beside) {
