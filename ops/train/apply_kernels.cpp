@@ -267,7 +267,8 @@ class ApplyKernel : public OpKernel {
           if constexpr (HasBlockRule<Rule, T>) {
             auto block = rule_.template make_block<T>(scalars);
             // Blocks of 2048 stay in L1 across the block rule's passes.
-            ctx.device()->parallel_for(var.num_elements(), 20, [&block, g, wp, p0, p1](int64_t b, int64_t e) {
+            // ~2 ns per parameter (memory-bound: 28 bytes touched each).
+            ctx.device()->parallel_for(var.num_elements(), 2, [&block, g, wp, p0, p1](int64_t b, int64_t e) {
               constexpr int64_t kBlock = 2048;
               for (int64_t i = b; i < e; i += kBlock) {
                 int64_t n = std::min(kBlock, e - i);
@@ -276,7 +277,9 @@ class ApplyKernel : public OpKernel {
             });
             return;
           }
-          ctx.device()->parallel_for(var.num_elements(), 20, [&step, g, wp, p0, p1](int64_t b, int64_t e) {
+          // Vectorized, these rules cost about a nanosecond per parameter: a 32K-float update
+          // stays on this thread rather than waking a pool thread for a few microseconds.
+          ctx.device()->parallel_for(var.num_elements(), 1, [&step, g, wp, p0, p1](int64_t b, int64_t e) {
             T d0 = 0, d1 = 0;
             if constexpr (Rule::kSlots == 0) {
               for (int64_t i = b; i < e; ++i) step(wp[i], d0, d1, g[i]);
