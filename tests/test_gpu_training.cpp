@@ -363,7 +363,7 @@ kit::Split synthetic_fashion_mnist(int64_t n_train, int64_t n_test) {
       const int64_t c = static_cast<int64_t>(rng() % 10);
       yv[static_cast<size_t>(i)] = c;
       for (int64_t j = 0; j < 784; ++j)
-        xv[static_cast<size_t>(i * 784 + j)] = 0.35f * templates[static_cast<size_t>(c * 784 + j)] + 0.65f * u(rng);
+        xv[static_cast<size_t>(i * 784 + j)] = 0.12f * templates[static_cast<size_t>(c * 784 + j)] + 0.88f * u(rng);
     }
     *x = af::Tensor::from_vector(xv, {n, 784});
     *y = af::Tensor::from_vector(yv, {n});
@@ -421,7 +421,7 @@ TEST_CASE("needs a GPU: the Fashion-MNIST MLP trained on /gpu:0 reaches the CPU'
     data = synthetic_fashion_mnist(12000, 2000);
   }
   REQUIRE_MESSAGE(data.ok(), data.status().to_string());
-  auto train = [&](const std::string& device) {
+  auto train = [&](const std::string& device, const std::string& tag) {
     kit::Flags defaults = kit::sample_defaults("fashion_mnist");
     kit::Flags f = defaults;
     f.optimizer = "adam";
@@ -430,7 +430,7 @@ TEST_CASE("needs a GPU: the Fashion-MNIST MLP trained on /gpu:0 reaches the CPU'
     f.epoch_number = 1;
     f.mode = "train_from_scratch";
     f.steps_to_validate = 1000000;
-    const fs::path tmp = fs::temp_directory_path() / ("af_gpu_mlp_" + std::to_string(::getpid()) + device.substr(1, 3));
+    const fs::path tmp = fs::temp_directory_path() / ("af_gpu_mlp_" + std::to_string(::getpid()) + "_" + tag);
     fs::remove_all(tmp);
     f.checkpoint_path = (tmp / "ckpt").string();
     f.output_path = (tmp / "tb").string();
@@ -444,8 +444,8 @@ TEST_CASE("needs a GPU: the Fashion-MNIST MLP trained on /gpu:0 reaches the CPU'
     fs::remove_all(tmp);
     return *r;
   };
-  const kit::TrainResult gpu = train("/gpu:0");
-  const kit::TrainResult cpu = train("");
+  const kit::TrainResult gpu = train("/gpu:0", "gpu");
+  const kit::TrainResult cpu = train("", "cpu");
   MESSAGE("test accuracy: gpu " << gpu.test_accuracy << " (" << gpu.examples_per_second << " examples/s), cpu "
                                 << cpu.test_accuracy << " (" << cpu.examples_per_second << " examples/s)");
   CHECK(cpu.test_accuracy > (real ? 0.8 : 0.5));
