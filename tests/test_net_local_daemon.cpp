@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <optional>
 
 #include "test_net_daemon_process.h"
 
@@ -85,6 +86,29 @@ std::string cluster_target(const OwnDaemon& own, const DaemonProcess& ps) {
   return "/job:worker/task:0=" + own.target() + ",/job:ps/task:0=" + ps.target();
 }
 
+// A ps daemon (a child process) and a daemon of this process, with the cluster token set
+// and AF_DIAL_OWN_DAEMON as given.
+struct OwnAndPs {
+  DaemonProcess ps{kToken, 0, {"--job_name=ps", "--task_index=0"}};
+  aftnet::ScopedEnv env{"ACTORFLOW_TOKEN", kToken};
+  aftnet::ScopedEnv dial;
+  OwnDaemon own;
+  explicit OwnAndPs(const char* dial_value) : dial("AF_DIAL_OWN_DAEMON", dial_value) {
+    REQUIRE_MESSAGE(ps.started(), ps.log());
+  }
+  std::string target() const { return cluster_target(own, ps); }
+  // A session of `pg` on both daemons, its variables initialized.
+  af::Session session(PsGraph& pg) {
+    af::SessionOptions opts;
+    opts.step_timeout_ms = 20000;
+    auto s = af::Session::create(pg.g, target(), opts);
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+    af::Session out = std::move(s).value();
+    REQUIRE(out.run_init().ok());
+    return out;
+  }
+};
+
 // A reshape on `failing` feeds a tanh on `waiting`: a bad input fails the step at once
 // (not at its 30 s deadline) naming the node and task, and the next step runs.
 void failure_ends_step(const std::string& target, const std::string& failing, const std::string& waiting) {
@@ -120,21 +144,14 @@ void failure_ends_step(const std::string& target, const std::string& failing, co
 
 TEST_CASE("the own daemon's partition runs by direct calls; values equal the local session's; close frees it") {
   REQUIRE(aftnet::daemon_built());
-  DaemonProcess ps(kToken, 0, {"--job_name=ps", "--task_index=0"});
-  REQUIRE_MESSAGE(ps.started(), ps.log());
-  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
-  aftnet::ScopedEnv dial("AF_DIAL_OWN_DAEMON", "");
-  OwnDaemon own;
+  OwnAndPs c("");
+  auto& own = c.own;
   PsGraph pg;
   auto local = af::Session::create(pg.g);
   REQUIRE(local.ok());
   REQUIRE(local->run_init().ok());
   {
-    af::SessionOptions opts;
-    opts.step_timeout_ms = 20000;
-    auto s = af::Session::create(pg.g, cluster_target(own, ps), opts);
-    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
-    REQUIRE(s->run_init().ok());
+    std::optional<af::Session> s(c.session(pg));
     for (int i = 0; i < 20; ++i) {
       auto got = s->run({pg.y}, {{pg.x, pg.input(static_cast<float>(i))}});
       REQUIRE_MESSAGE(got.ok(), got.status().to_string());
@@ -155,29 +172,18 @@ TEST_CASE("the own daemon's partition runs by direct calls; values equal the loc
 
 TEST_CASE("a failure on either side ends the step on the other at once, naming the node and task") {
   REQUIRE(aftnet::daemon_built());
-  DaemonProcess ps(kToken, 0, {"--job_name=ps", "--task_index=0"});
-  REQUIRE_MESSAGE(ps.started(), ps.log());
-  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
-  aftnet::ScopedEnv dial("AF_DIAL_OWN_DAEMON", "");
-  OwnDaemon own;
+  OwnAndPs c("");
   // The ps fails upstream of the edge the own partition waits for, then the other way.
-  failure_ends_step(cluster_target(own, ps), "/job:ps/task:0", "/job:worker/task:0");
-  failure_ends_step(cluster_target(own, ps), "/job:worker/task:0", "/job:ps/task:0");
+  failure_ends_step(c.target(), "/job:ps/task:0", "/job:worker/task:0");
+  failure_ends_step(c.target(), "/job:worker/task:0", "/job:ps/task:0");
 }
 
 TEST_CASE("a stopped own daemon fails the next step at once, naming its address") {
   REQUIRE(aftnet::daemon_built());
-  DaemonProcess ps(kToken, 0, {"--job_name=ps", "--task_index=0"});
-  REQUIRE_MESSAGE(ps.started(), ps.log());
-  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
-  aftnet::ScopedEnv dial("AF_DIAL_OWN_DAEMON", "");
-  OwnDaemon own;
+  OwnAndPs c("");
+  auto& own = c.own;
   PsGraph pg;
-  af::SessionOptions opts;
-  opts.step_timeout_ms = 20000;
-  auto s = af::Session::create(pg.g, cluster_target(own, ps), opts);
-  REQUIRE(s.ok());
-  REQUIRE(s->run_init().ok());
+  std::optional<af::Session> s(c.session(pg));
   REQUIRE(s->run({pg.y}, {{pg.x, pg.input(1)}}).ok());
   own.d->stop();
   auto t0 = std::chrono::steady_clock::now();
@@ -192,17 +198,10 @@ TEST_CASE("a stopped own daemon fails the next step at once, naming its address"
 
 TEST_CASE("AF_DIAL_OWN_DAEMON=1 sends the own partition's steps over a loopback connection") {
   REQUIRE(aftnet::daemon_built());
-  DaemonProcess ps(kToken, 0, {"--job_name=ps", "--task_index=0"});
-  REQUIRE_MESSAGE(ps.started(), ps.log());
-  aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
-  aftnet::ScopedEnv dial("AF_DIAL_OWN_DAEMON", "1");
-  OwnDaemon own;
+  OwnAndPs c("1");
+  auto& own = c.own;
   PsGraph pg;
-  af::SessionOptions opts;
-  opts.step_timeout_ms = 20000;
-  auto s = af::Session::create(pg.g, cluster_target(own, ps), opts);
-  REQUIRE(s.ok());
-  REQUIRE(s->run_init().ok());
+  std::optional<af::Session> s(c.session(pg));
   auto got = s->run({pg.y}, {{pg.x, pg.input(2)}});
   REQUIRE_MESSAGE(got.ok(), got.status().to_string());
   // [2 1; 2 2] x [1 2; 3 4] + 0.5
