@@ -1,7 +1,8 @@
-// A link is cut (issue 12, item 5), for real: a ps daemon runs inside a network namespace
-// this test creates, joined to the root namespace by a veth pair (10.200.X.Y/30); a worker
-// daemon and the client (this process) stay outside. Setting the namespace's end of the
-// link down makes the ps unreachable with no RST, no FIN and no ICMP: packets vanish, as
+// A link is cut (issue 12, item 5), for real: a ps daemon runs inside one network
+// namespace this test creates, a worker daemon and the client (this process, which enters
+// it) inside another, the two joined by a veth pair (10.200.X.Y/30). Both ends and both
+// addresses live in the test's own namespaces: no traffic and no address touch the host's
+// network. Setting the ps namespace's end of the link down makes the ps unreachable with no RST, no FIN and no ICMP: packets vanish, as
 // with a pulled cable. Then
 //   - a step with a long deadline fails once the heartbeats notice (--peer_timeout_ms),
 //     naming the ps, instead of waiting out its deadline;
@@ -12,14 +13,16 @@
 //     registers afresh, the worker daemon dials the ps again and logs that it is back.
 // Needs root and `ip` (iproute2) with network namespaces and veth; without them it skips
 // (exit 77) and says why. Every process it starts dies with it (PR_SET_PDEATHSIG, and the
-// destructors kill them); the namespace, and with it both ends of the veth pair, is deleted
-// on every exit path, and namespaces left by a test that was killed are removed at start.
+// destructors kill them); the namespaces, and with them both ends of the veth pair, are
+// deleted on every exit path, and namespaces left by a test that was killed are removed at start.
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
 #include <actorflow/net/daemon.h>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +30,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,10 +82,12 @@ void remove_stale_namespaces(const std::string& ip) {
   for (auto& n : stale) sh(ip + " netns del " + n);
 }
 
-// A namespace with one end of a veth pair in it; deleting the namespace deletes the pair.
+// Two namespaces joined by a veth pair: `ns` holds the ps, `client_ns` the worker daemon
+// and this process (entered by make()). Deleting the namespaces deletes the pair.
 struct CutLink {
-  std::string ip, ns, outside, inside, outside_addr, inside_addr;
+  std::string ip, ns, client_ns, outside, inside, outside_addr, inside_addr;
   bool made = false;
+  int root_ns_fd = -1;  // this process's own namespace, entered again on the way out
 
   // Empty on success, else why it could not be set up.
   std::string make() {
@@ -91,6 +97,7 @@ struct CutLink {
     remove_stale_namespaces(ip);
     pid_t pid = ::getpid();
     ns = kNsPrefix + std::to_string(pid);
+    client_ns = ns + "_client";
     outside = "afc" + std::to_string(pid) + "o";
     inside = "afc" + std::to_string(pid) + "i";
     // A /30 of our own in 10.200.0.0/16, picked by pid. Both addresses have as many
@@ -102,12 +109,26 @@ struct CutLink {
     std::string out;
     if (sh(ip + " netns add " + ns, &out) != 0) return "ip netns add failed: " + out;
     made = true;
+    if (sh(ip + " netns add " + client_ns, &out) != 0) return "ip netns add failed: " + out;
     for (const std::string& cmd :
-         {ip + " link add " + outside + " type veth peer name " + inside + " netns " + ns,
-          ip + " addr add " + outside_addr + "/30 dev " + outside, ip + " link set " + outside + " up",
+         {ip + " -n " + client_ns + " link add " + outside + " type veth peer name " + inside + " netns " + ns,
+          ip + " -n " + client_ns + " addr add " + outside_addr + "/30 dev " + outside,
+          ip + " -n " + client_ns + " link set " + outside + " up", ip + " -n " + client_ns + " link set lo up",
           ip + " -n " + ns + " addr add " + inside_addr + "/30 dev " + inside,
           ip + " -n " + ns + " link set " + inside + " up", ip + " -n " + ns + " link set lo up"})
       if (sh(cmd, &out) != 0) return "'" + cmd + "' failed: " + out;
+    // This thread (the client's sockets and every thread it starts from now on) joins the
+    // client namespace.
+    root_ns_fd = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    int client_fd = ::open(("/run/netns/" + client_ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (root_ns_fd < 0 || client_fd < 0) {
+      std::string why = std::strerror(errno);
+      if (client_fd >= 0) ::close(client_fd);
+      return "cannot open the namespaces: " + why;
+    }
+    int rc = ::setns(client_fd, CLONE_NEWNET);
+    ::close(client_fd);
+    if (rc != 0) return "setns into " + client_ns + " failed: " + std::string(std::strerror(errno));
     return "";
   }
   // The namespace's end down or up: packets to the ps are dropped without a word.
@@ -117,9 +138,13 @@ struct CutLink {
     REQUIRE_MESSAGE(rc == 0, out);
   }
   ~CutLink() {
+    if (root_ns_fd >= 0) {
+      (void)::setns(root_ns_fd, CLONE_NEWNET);
+      ::close(root_ns_fd);
+    }
     if (!made) return;
     sh(ip + " netns del " + ns);
-    sh(ip + " link del " + outside);  // gone with the namespace already, unless it failed
+    sh(ip + " netns del " + client_ns);
   }
 };
 
@@ -162,7 +187,7 @@ TEST_CASE("needs root and ip netns: a cut link fails steps by their deadline, an
   if (!why.empty()) aft::skip("skipped: cannot make a network namespace with a veth pair: " + why, "AF_REQUIRE_NETNS");
 
   NodeProcess ps({link.ip, "netns", "exec", link.ns}, link.inside_addr, "ps");
-  NodeProcess worker({}, link.outside_addr, "worker");
+  NodeProcess worker({link.ip, "netns", "exec", link.client_ns}, link.outside_addr, "worker");
   auto logs = [&] { return "--- ps:\n" + ps.log() + "--- worker:\n" + worker.log(); };
   REQUIRE_MESSAGE(ps.started(), logs());
   REQUIRE_MESSAGE(worker.started(), logs());
