@@ -1,6 +1,8 @@
 // The socket side of a daemon connection (connection.h).
 #include "connection.h"
 
+#include "spin_wait.h"
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -142,6 +144,10 @@ bool Connection::can_read_owned() const {
 Result<Connection::Wait> Connection::read_owned(std::chrono::steady_clock::time_point until, int kick_fd,
                                                 bool wait_first) {
   int fd = socket_.native_handle();
+  // Poll the socket for a while before sleeping on it (spin_wait.h); with no budget, a
+  // caller that just sent its request sleeps before its first read.
+  SpinWait spin(default_spin_budget());
+  if (default_spin_budget().count() > 0) wait_first = false;
   for (;; wait_first = false) {
     if (closed_) return Status(Code::unavailable, "the connection to " + label_ + " is closed");
     // A large payload is read straight into its tensor, the rest into buffer_ (the read
@@ -181,6 +187,7 @@ Result<Connection::Wait> Connection::read_owned(std::chrono::steady_clock::time_
     }
     auto now = std::chrono::steady_clock::now();
     if (now >= until) return Wait::timeout;
+    if (spin.again()) continue;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1;
     pollfd fds[2] = {{fd, POLLIN, 0}, {kick_fd, POLLIN, 0}};
     int r = ::poll(fds, kick_fd >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));

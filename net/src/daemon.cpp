@@ -25,6 +25,7 @@
 #include "local_daemons.h"
 #include "partition_service.h"
 #include "peer_table.h"
+#include "spin_wait.h"
 #include "token.h"
 #include "worker_service.h"
 
@@ -358,7 +359,8 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   impl->local = std::make_shared<LocalDaemon>(where, *impl->partitions, *impl->pool, impl->steps_run,
                                               [raw](const std::string& line) { raw->log(line); });
   publish_local_daemon(opts.host, impl->port, impl->local);
-  impl->io_thread = std::thread([raw] { raw->io.run(); });
+  auto spin = opts.spin_us < 0 ? default_spin_budget() : std::chrono::microseconds(opts.spin_us);
+  impl->io_thread = std::thread([raw, spin] { run_io_spinning(raw->io, spin); });
   raw->log("listening on " + raw->address + (opts.token.empty() ? " (insecure: no cluster token)" : "") +
            (raw->tls_server ? " with TLS" : "") +
            ", incarnation " + std::to_string(raw->incarnation));

@@ -42,6 +42,10 @@ struct DaemonOptions {
   // process of a cluster should be given the same --heartbeat_ms / --peer_timeout_ms.
   int heartbeat_ms = 1000;
   int idle_timeout_ms = 15000;
+  // After each frame the io thread polls for the next one this long before it sleeps
+  // (--spin_us): a sleeping thread takes 30-100 us to wake on a VM. -1: AF_NET_SPIN_US,
+  // else 50; 0: never polls.
+  int spin_us = -1;
   // stop() waits this long for steps in flight before closing connections.
   int drain_timeout_ms = 30000;
   // One line per event; default: stderr with the task as prefix.
