@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <signal.h>
 #include <unistd.h>
@@ -63,6 +64,10 @@ struct NodeDaemon::Impl {
   // io thread only.
   std::map<uint64_t, std::shared_ptr<Connection>> conns;
   uint64_t next_conn = 1;
+  // A step was answered from the io thread: its client likely sends the next one within
+  // microseconds, so the thread polls for it before sleeping (spin_wait.h). Steps that
+  // wait for edges or workers (training) do not arm it: their daemons' cores are busy.
+  bool answered_inline = false;
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> steps_run{0};
   std::mutex stop_mu;
@@ -200,8 +205,12 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     };
     // A partition of cheap kernels only, with no edge to wait for, has already run to its
     // end above, on this thread: answer from here, without a hop to a worker.
-    if (runtime::take_caller_step()) finish();
-    else pool->post(std::move(finish));
+    if (runtime::take_caller_step()) {
+      answered_inline = true;
+      finish();
+    } else {
+      pool->post(std::move(finish));
+    }
   } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
     auto answer = [this, id, c](const RunStepMsg& s, StepDoneMsg done) {
       ++steps_run;
@@ -215,7 +224,10 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     };
     // A kind of step that ran on its caller's thread last time (cheap kernels only, no
     // wait on another thread) runs here on the io thread: no hop to a worker and back.
-    if (auto done = service->try_run_inline(*s, id)) return answer(*s, std::move(*done));
+    if (auto done = service->try_run_inline(*s, id)) {
+      answered_inline = true;
+      return answer(*s, std::move(*done));
+    }
     pool->post([this, id, answer, s = std::move(*s)] { answer(s, service->run_step(s, id)); });
   } else if (auto* cg = std::get_if<CloseGraphMsg>(&m)) {
     uint64_t handle = cg->handle;
@@ -360,7 +372,9 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
                                               [raw](const std::string& line) { raw->log(line); });
   publish_local_daemon(opts.host, impl->port, impl->local);
   auto spin = opts.spin_us < 0 ? default_spin_budget() : std::chrono::microseconds(opts.spin_us);
-  impl->io_thread = std::thread([raw, spin] { run_io_spinning(raw->io, spin); });
+  impl->io_thread = std::thread([raw, spin] {
+    run_io_spinning(raw->io, spin, [raw] { return std::exchange(raw->answered_inline, false); });
+  });
   raw->log("listening on " + raw->address + (opts.token.empty() ? " (insecure: no cluster token)" : "") +
            (raw->tls_server ? " with TLS" : "") +
            ", incarnation " + std::to_string(raw->incarnation));

@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--worker_threads", opts.worker_threads, "threads running steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--spin_us", opts.spin_us,
-                 "after each frame, poll for the next this many microseconds before sleeping "
-                 "(-1: AF_NET_SPIN_US, else 50; 0: never)")
+                 "after answering a step from the io thread, poll for the client's next frame this many "
+                 "microseconds before sleeping (-1: AF_NET_SPIN_US, else 50; 0: never)")
       ->capture_default_str();
   app.add_option("--drain_timeout_ms", opts.drain_timeout_ms, "how long SIGTERM waits for steps in flight")
       ->capture_default_str();

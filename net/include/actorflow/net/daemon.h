@@ -42,9 +42,10 @@ struct DaemonOptions {
   // process of a cluster should be given the same --heartbeat_ms / --peer_timeout_ms.
   int heartbeat_ms = 1000;
   int idle_timeout_ms = 15000;
-  // After each frame the io thread polls for the next one this long before it sleeps
-  // (--spin_us): a sleeping thread takes 30-100 us to wake on a VM. -1: AF_NET_SPIN_US,
-  // else 50; 0: never polls.
+  // After answering a step from its io thread (a step of cheap kernels), the thread polls
+  // for the client's next frame this long before it sleeps (--spin_us): a sleeping thread
+  // takes 30-100 us to wake on a VM. It stops sooner when another thread wants its core.
+  // -1: AF_NET_SPIN_US, else 50; 0: never polls.
   int spin_us = -1;
   // stop() waits this long for steps in flight before closing connections.
   int drain_timeout_ms = 30000;
