@@ -109,7 +109,8 @@ class FusedMatMulKernel : public OpKernel {
     if ((tb_ ? b.dim(1) : b.dim(0)) != s.k) return false;  // MatMul's kernel reports it
     if (s.m == 0 || s.n == 0 || s.k == 0) return false;
     const int threads = ctx.device()->num_threads();
-    const bool threaded = threads > 1 && s.macs() >= cpu::threaded_product_macs();
+    // Column bands run on one thread too: the same bits on any pool (cpu::fixed_bands).
+    const bool threaded = (threads > 1 || cpu::fixed_bands(s)) && s.macs() >= cpu::threaded_product_macs();
     if (!cpu::prefer_onednn(s, threaded ? threads : 1)) return false;
     Tensor& out = ctx.allocate_output(0, DType::f32, Shape({s.m, s.n}));
     const float* pa = a.data<float>();

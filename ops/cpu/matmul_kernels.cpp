@@ -245,7 +245,10 @@ class MatMulKernel : public OpKernel {
       // another order, and the samples' figures rest on these bits.
       const bool threads = ctx.device()->num_threads() > 1;
       if constexpr (std::is_same_v<T, float>) {
-        if (threads && g.macs() >= cpu::threaded_product_macs() && product_onednn_threaded(ctx, g, a, b, c)) return;
+        // Column bands run on one thread too: the same bits on any pool (cpu::fixed_bands).
+        if ((threads || cpu::fixed_bands(gemm_shape(g))) && g.macs() >= cpu::threaded_product_macs() &&
+            product_onednn_threaded(ctx, g, a, b, c))
+          return;
       }
       if (!threads || g.macs() < (int64_t{1} << 24)) {
         Eigen::ThreadPoolDevice single(eigen_cpu(ctx).getPool(), 1);

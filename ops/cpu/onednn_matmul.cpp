@@ -47,8 +47,8 @@ std::atomic<MatmulBackend> g_backend{backend_from_env()};
 // ~150-190 us per band of two (rows or columns alike); banded, they cut the epoch from
 // ~1.1-1.3 s to ~1.0-1.1 s once the step ran on the caller's thread (2026-12-01 07:17
 // UTC, load 1.8-3.7, alternating runs), and 2^20 (which also bands the 2M products)
-// gained nothing more. Below 2^24 the bands are columns: for the MLP's products they
-// give the unbanded product's bits (rows did not), so the samples' figures stay.
+// gained nothing more. Below 2^24 the bands are two of columns on any number of threads,
+// so the MLP's products have the same bits on one thread as on two.
 constexpr int64_t kMinRows = 2;
 constexpr int64_t kMinMacsTransposed = int64_t{1} << 16;
 constexpr int64_t kMinMacs = int64_t{1} << 17;
@@ -63,9 +63,14 @@ namespace {
 bool by_columns(const GemmShape& whole) { return whole.macs() < kRowBandMacs; }
 }  // namespace
 
+constexpr int64_t kColumnBands = 2;
+
 int64_t gemm_bands(const GemmShape& whole, int threads) {
-  return std::max<int64_t>(1, std::min<int64_t>(threads, by_columns(whole) ? whole.n : whole.m));
+  if (by_columns(whole)) return std::max<int64_t>(1, std::min<int64_t>(kColumnBands, whole.n));
+  return std::max<int64_t>(1, std::min<int64_t>(threads, whole.m));
 }
+
+bool fixed_bands(const GemmShape& whole) { return whole.macs() >= kThreadedMacs && by_columns(whole); }
 
 GemmBand gemm_band(const GemmShape& whole, int64_t i, int64_t bands) {
   GemmBand b;

@@ -54,17 +54,23 @@ int64_t threaded_product_macs();
 
 // Band i of `bands` of the product `whole`: its shape (strides of the whole kept) and
 // where its a, b, c and bias start, in elements. Products of 2^24 multiply-adds and up are
-// cut into bands of rows, as they always were; smaller ones (from threaded_product_macs)
-// into bands of columns, which for the shapes of an MLP's training step (64x256x784 and
-// 784x256x64 with a transposed) give the bits of the whole product where bands of rows
-// did not (tests/test_ops_onednn.cpp), at the same speed: the samples' figures stay.
+// cut into bands of rows, one per thread, as they always were; smaller ones (from
+// threaded_product_macs) into two bands of columns whatever the pool's threads, so that
+// their bits (an MLP training step's 64x784x256 products and gradients: the samples'
+// figures) do not depend on how many threads run them. (That the column bands also give
+// one primitive's bits held on AVX2 machines, not on AVX-512 ones, where oneDNN blocks a
+// half-width product differently: tests/test_ops_matmul.cpp checks threads, not that.)
 struct GemmBand {
   GemmShape shape;
   int64_t a_offset = 0, b_offset = 0, c_offset = 0, bias_offset = 0;
 };
 GemmBand gemm_band(const GemmShape& whole, int64_t i, int64_t bands);
-// How many bands `threads` pool threads cut `whole` into (at most one per row or column).
+// How many bands `threads` pool threads cut `whole` into (at most one per row or column):
+// one per thread for row bands, two for column bands (fixed_bands).
 int64_t gemm_bands(const GemmShape& whole, int threads);
+// True when `whole` (from threaded_product_macs) is cut into the same bands on any number
+// of threads, one thread included: its bits do not depend on the pool's size.
+bool fixed_bands(const GemmShape& whole);
 
 // Runs band(i) for every i in [0, bands) on the calling thread and up to bands - 1 of the
 // device's pool threads, each claiming the next band from a shared counter. The caller
