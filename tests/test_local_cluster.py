@@ -122,10 +122,14 @@ FAKE_TASK = r"""
 echo "args: $*"
 echo "token: ${ACTORFLOW_TOKEN}"
 echo "to stderr" >&2
-# 200 lines of 3000 bytes, on both streams at once: they must come out whole.
+# 200 lines of 3000 bytes, on both streams at once: they must come out whole. The filler
+# is made once: a fork per line took seconds on a loaded machine, and a worker still
+# printing 1 s (--grace) after the chief's exit was killed mid-stream.
 me="${*: -2:1}/${*: -1}"
-for i in $(seq 1 200); do printf 'long %s %03d %s\n' "$me" "$i" "$(printf '%3000s' | tr ' ' x)"; done &
-for i in $(seq 1 200); do printf 'long %s %03d %s\n' "$me" "$i" "$(printf '%3000s' | tr ' ' y)" >&2; done &
+xs=$(printf '%3000s' | tr ' ' x)
+ys=$(printf '%3000s' | tr ' ' y)
+for i in $(seq 1 200); do printf 'long %s %03d %s\n' "$me" "$i" "$xs"; done &
+for i in $(seq 1 200); do printf 'long %s %03d %s\n' "$me" "$i" "$ys" >&2; done &
 wait
 case "$*" in
   *"--job_name=worker --task_index=0") sleep 0.5; printf 'chief partial'; exit 3;;
