@@ -274,7 +274,7 @@ void NodeDaemon::Impl::shutdown() {
   pool->stop();
   conns.clear();
   log("shutdown: " + std::to_string(n) + " connection(s) closed, " + std::to_string(in_flight) +
-      " step(s) in flight " + (drained ? "drained" : "NOT drained within the drain timeout") + ", " +
+      " step(s) or graph release(s) in flight " + (drained ? "drained" : "NOT drained within the drain timeout") + ", " +
       std::to_string(steps_run.load()) + " step(s) run in all");
   // No Edge or Credit frame may reach the partitions while they are freed: the io thread
   // is stopped, and the dialed peers' threads end here.
