@@ -40,6 +40,27 @@ struct ConvPlan {
   size_t workspace = 0;
 };
 
+// cuDNN's heuristic lists its candidates best first: the first that ran within a
+// workspace cap.
+template <typename Perf>
+bool pick_algo(const Perf* perf, int n, ConvPlan* p) {
+  constexpr size_t kMaxWorkspace = size_t{1} << 30;
+  for (int i = 0; i < n; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) {
+      p->algo = perf[i].algo;
+      p->workspace = perf[i].memory;
+      return true;
+    }
+  return false;
+}
+
+Status zero(Tensor& t, GpuDevice& d) {
+  return cuda_status(cudaMemsetAsync(t.raw_data(), 0, t.bytes(), d.compute()), "cudaMemsetAsync");
+}
+
+const float* cf(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
+float* mf(Tensor& t) { return static_cast<float*>(t.raw_data()); }
+
 class CudnnConvBase : public GpuOpKernel {
  public:
   CudnnConvBase(const Node& n, Pass pass) : GpuOpKernel(n), pass_(pass) {
@@ -86,6 +107,58 @@ class CudnnConvBase : public GpuOpKernel {
     return Status::OK();
   }
 
+  // Checks, geometry and the output of this pass. Null when the output is already final:
+  // empty, or zeroed because an operand is empty.
+  Result<Tensor*> begin(OpKernelContext& ctx, GpuDevice& d, ConvGeo* s) const {
+    const bool fwd = pass_ == Pass::forward;
+    const int inputs = fwd ? 2 : 3;
+    AF_RETURN_IF_ERROR(check_f32_inputs(ctx, d, inputs));
+    AF_RETURN_IF_ERROR(geometry(ctx.input(0), ctx.input(1), s));
+    if (!fwd) AF_RETURN_IF_ERROR(check_out_backprop(*s, ctx.input(2)));
+    // A gradient pass's input (data) or filter lends only its shape, to its own gradient.
+    const int shape_only = pass_ == Pass::backward_data ? 0 : pass_ == Pass::backward_filter ? 1 : -1;
+    Tensor& out = ctx.allocate_output(0, DType::f32, fwd ? s->out_shape() : ctx.input(shape_only).shape());
+    if (out.num_elements() == 0) return static_cast<Tensor*>(nullptr);
+    for (int i = 0; i < inputs; ++i)
+      if (i != shape_only && ctx.input(i).num_elements() == 0) {
+        AF_RETURN_IF_ERROR(zero(out, d));
+        return static_cast<Tensor*>(nullptr);
+      }
+    return &out;
+  }
+
+  // What a pass holds while it queues its cuDNN call: the handle, this kernel's plans and
+  // the handle locked, the plan of the shape, its workspace. Scratch that a pass declares
+  // after its Launch is freed before it, still under the locks.
+  struct Launch {
+    cudnnHandle_t h = nullptr;
+    std::unique_lock<std::mutex> plans_lock, dnn_lock;
+    ConvPlan* p = nullptr;
+    Scratch ws;
+  };
+  Status launch(GpuDevice& d, const ConvGeo& s, Launch* l) {
+    AF_ASSIGN_OR_RETURN(l->h, d.dnn());
+    l->plans_lock = std::unique_lock<std::mutex>(mu_);
+    l->dnn_lock = std::unique_lock<std::mutex>(d.dnn_mutex());
+    AF_ASSIGN_OR_RETURN(l->p, plan(d, l->h, s));
+    return l->ws.allocate(d, l->p->workspace, "a cuDNN workspace");
+  }
+
+  // f, [KH,KW,C,O], as cuDNN's NHWC filter [O,KH,KW,C] in `filter`.
+  static Status transposed_filter(GpuDevice& d, const ConvGeo& s, const Tensor& f, Scratch& filter) {
+    AF_RETURN_IF_ERROR(filter.allocate(d, f.bytes(), "a transposed filter"));
+    return cuda_status(launch_transpose2d(cf(f), filter.f32(), s.kh * s.kw * s.c, s.o, d.compute()), "kernel launch");
+  }
+
+  // x, or x padded into `padded` where TF's padding is uneven.
+  static Result<const float*> padded_input(GpuDevice& d, const ConvGeo& s, const Tensor& x, Scratch& padded) {
+    if (!s.explicit_pad()) return cf(x);
+    AF_RETURN_IF_ERROR(padded.allocate(d, size_t(s.n * s.hp() * s.wp() * s.c) * sizeof(float), "a padded input"));
+    AF_CUDA_RETURN(launch_pad_nhwc(cf(x), padded.f32(), s.n, s.h, s.w, s.c, s.pt, s.pl, s.hp(), s.wp(), d.compute()),
+                   "kernel launch");
+    return static_cast<const float*>(padded.f32());
+  }
+
   // The plan of s's shape, made on first sight. Called under mu_.
   Result<ConvPlan*> plan(GpuDevice& d, cudnnHandle_t h, const ConvGeo& s) {
     auto it = plans_.find(s.key());
@@ -117,8 +190,6 @@ class CudnnConvBase : public GpuOpKernel {
     if (dh != s.oh || dw != s.ow)
       return internal_error("cuDNN's output " + std::to_string(dh) + "x" + std::to_string(dw) + " differs from TF's " +
                       std::to_string(s.oh) + "x" + std::to_string(s.ow));
-    // The heuristic's candidates best first; the first that runs within a workspace cap.
-    constexpr size_t kMaxWorkspace = size_t{1} << 30;
     bool found = false;
     if (pass_ == Pass::forward) {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -126,24 +197,14 @@ class CudnnConvBase : public GpuOpKernel {
       AF_CUDNN_RETURN(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x.get(), p->f.get(), p->conv.get(), p->y.get(),
                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf),
                       "cudnnGetConvolutionForwardAlgorithm_v7");
-      for (int i = 0; i < n && !found; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) {
-          p->algo = perf[i].algo;
-          p->workspace = perf[i].memory;
-          found = true;
-        }
+      found = pick_algo(perf, n, p.get());
     } else if (pass_ == Pass::backward_data) {
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       int n = 0;
       AF_CUDNN_RETURN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->f.get(), p->y.get(), p->conv.get(), p->x.get(),
                                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf),
                       "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      for (int i = 0; i < n && !found; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) {
-          p->algo = perf[i].algo;
-          p->workspace = perf[i].memory;
-          found = true;
-        }
+      found = pick_algo(perf, n, p.get());
     } else {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       int n = 0;
@@ -151,12 +212,7 @@ class CudnnConvBase : public GpuOpKernel {
                                                                     p->f.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                                     &n, perf),
                       "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      for (int i = 0; i < n && !found; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) {
-          p->algo = perf[i].algo;
-          p->workspace = perf[i].memory;
-          found = true;
-        }
+      found = pick_algo(perf, n, p.get());
     }
     if (!found)
       return unimplemented("cuDNN has no algorithm for input [" + std::to_string(s.n) + "," + std::to_string(s.h) + "," +
@@ -167,9 +223,8 @@ class CudnnConvBase : public GpuOpKernel {
     return raw;
   }
 
-  std::mutex mu_;  // plans_; held while queuing work with a plan's descriptors
-
  private:
+  std::mutex mu_;  // plans_; held while queuing work with a plan's descriptors
   Pass pass_;
   int64_t sh_ = 1, sw_ = 1;
   conv_geom::Padding padding_ = conv_geom::Padding::valid;
@@ -177,49 +232,24 @@ class CudnnConvBase : public GpuOpKernel {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<ConvPlan>> plans_;
 };
 
-Status zero(Tensor& t, GpuDevice& d) {
-  return cuda_status(cudaMemsetAsync(t.raw_data(), 0, t.bytes(), d.compute()), "cudaMemsetAsync");
-}
-
-const float* cf(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
-float* mf(Tensor& t) { return static_cast<float*>(t.raw_data()); }
-
 class Conv2DKernel final : public CudnnConvBase {
  public:
   explicit Conv2DKernel(const Node& n) : CudnnConvBase(n, Pass::forward) {}
 
  protected:
   Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& d) override {
-    AF_RETURN_IF_ERROR(check_f32_inputs(ctx, d, 2));
-    const Tensor& x = ctx.input(0);
-    const Tensor& f = ctx.input(1);
     ConvGeo s;
-    AF_RETURN_IF_ERROR(geometry(x, f, &s));
-    Tensor& y = ctx.allocate_output(0, DType::f32, s.out_shape());
-    if (y.num_elements() == 0) return d.compute();
-    if (x.num_elements() == 0 || f.num_elements() == 0) {
-      AF_RETURN_IF_ERROR(zero(y, d));
-      return d.compute();
-    }
-    AF_ASSIGN_OR_RETURN(cudnnHandle_t h, d.dnn());
-    std::lock_guard<std::mutex> lock(mu_);
-    std::lock_guard<std::mutex> dnn_lock(d.dnn_mutex());
-    AF_ASSIGN_OR_RETURN(ConvPlan * p, plan(d, h, s));
-    Scratch filter, padded, ws;
-    AF_RETURN_IF_ERROR(filter.allocate(d, f.bytes(), "a transposed filter"));
-    AF_CUDA_RETURN(launch_transpose2d(cf(f), filter.f32(), s.kh * s.kw * s.c, s.o, d.compute()), "kernel launch");
-    const float* in = cf(x);
-    if (s.explicit_pad()) {
-      AF_RETURN_IF_ERROR(padded.allocate(d, size_t(s.n * s.hp() * s.wp() * s.c) * sizeof(float), "a padded input"));
-      AF_CUDA_RETURN(launch_pad_nhwc(in, padded.f32(), s.n, s.h, s.w, s.c, s.pt, s.pl, s.hp(), s.wp(), d.compute()),
-                     "kernel launch");
-      in = padded.f32();
-    }
-    AF_RETURN_IF_ERROR(ws.allocate(d, p->workspace, "a cuDNN workspace"));
+    AF_ASSIGN_OR_RETURN(Tensor * y, begin(ctx, d, &s));
+    if (!y) return d.compute();
+    Launch l;
+    AF_RETURN_IF_ERROR(launch(d, s, &l));
+    Scratch filter, padded;
+    AF_RETURN_IF_ERROR(transposed_filter(d, s, ctx.input(1), filter));
+    AF_ASSIGN_OR_RETURN(const float* in, padded_input(d, s, ctx.input(0), padded));
     const float one = 1.f, zero_f = 0.f;
-    AF_CUDNN_RETURN(cudnnConvolutionForward(h, &one, p->x.get(), in, p->f.get(), filter.get(), p->conv.get(),
-                                            static_cast<cudnnConvolutionFwdAlgo_t>(p->algo), ws.get(), p->workspace,
-                                            &zero_f, p->y.get(), mf(y)),
+    AF_CUDNN_RETURN(cudnnConvolutionForward(l.h, &one, l.p->x.get(), in, l.p->f.get(), filter.get(), l.p->conv.get(),
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(l.p->algo), l.ws.get(),
+                                            l.p->workspace, &zero_f, l.p->y.get(), mf(*y)),
                     "cudnnConvolutionForward");
     return d.compute();
   }
@@ -232,39 +262,25 @@ class Conv2DBackpropInputKernel final : public CudnnConvBase {
 
  protected:
   Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& d) override {
-    AF_RETURN_IF_ERROR(check_f32_inputs(ctx, d, 3));
-    const Tensor& x = ctx.input(0);
-    const Tensor& f = ctx.input(1);
-    const Tensor& dy = ctx.input(2);
     ConvGeo s;
-    AF_RETURN_IF_ERROR(geometry(x, f, &s));
-    AF_RETURN_IF_ERROR(check_out_backprop(s, dy));
-    Tensor& dx = ctx.allocate_output(0, DType::f32, x.shape());
-    if (dx.num_elements() == 0) return d.compute();
-    if (f.num_elements() == 0 || dy.num_elements() == 0) {
-      AF_RETURN_IF_ERROR(zero(dx, d));
-      return d.compute();
-    }
-    AF_ASSIGN_OR_RETURN(cudnnHandle_t h, d.dnn());
-    std::lock_guard<std::mutex> lock(mu_);
-    std::lock_guard<std::mutex> dnn_lock(d.dnn_mutex());
-    AF_ASSIGN_OR_RETURN(ConvPlan * p, plan(d, h, s));
-    Scratch filter, padded, ws;
-    AF_RETURN_IF_ERROR(filter.allocate(d, f.bytes(), "a transposed filter"));
-    AF_CUDA_RETURN(launch_transpose2d(cf(f), filter.f32(), s.kh * s.kw * s.c, s.o, d.compute()), "kernel launch");
-    float* out = mf(dx);
+    AF_ASSIGN_OR_RETURN(Tensor * dx, begin(ctx, d, &s));
+    if (!dx) return d.compute();
+    Launch l;
+    AF_RETURN_IF_ERROR(launch(d, s, &l));
+    Scratch filter, padded;
+    AF_RETURN_IF_ERROR(transposed_filter(d, s, ctx.input(1), filter));
+    float* out = mf(*dx);
     if (s.explicit_pad()) {
       AF_RETURN_IF_ERROR(padded.allocate(d, size_t(s.n * s.hp() * s.wp() * s.c) * sizeof(float), "a padded gradient"));
       out = padded.f32();
     }
-    AF_RETURN_IF_ERROR(ws.allocate(d, p->workspace, "a cuDNN workspace"));
     const float one = 1.f, zero_f = 0.f;
-    AF_CUDNN_RETURN(cudnnConvolutionBackwardData(h, &one, p->f.get(), filter.get(), p->y.get(), cf(dy), p->conv.get(),
-                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(p->algo), ws.get(),
-                                                 p->workspace, &zero_f, p->x.get(), out),
+    AF_CUDNN_RETURN(cudnnConvolutionBackwardData(l.h, &one, l.p->f.get(), filter.get(), l.p->y.get(), cf(ctx.input(2)),
+                                                 l.p->conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(l.p->algo),
+                                                 l.ws.get(), l.p->workspace, &zero_f, l.p->x.get(), out),
                     "cudnnConvolutionBackwardData");
     if (s.explicit_pad())
-      AF_CUDA_RETURN(launch_crop_nhwc(out, mf(dx), s.n, s.h, s.w, s.c, s.pt, s.pl, s.hp(), s.wp(), d.compute()),
+      AF_CUDA_RETURN(launch_crop_nhwc(out, mf(*dx), s.n, s.h, s.w, s.c, s.pt, s.pl, s.hp(), s.wp(), d.compute()),
                      "kernel launch");
     return d.compute();
   }
@@ -277,40 +293,21 @@ class Conv2DBackpropFilterKernel final : public CudnnConvBase {
 
  protected:
   Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& d) override {
-    AF_RETURN_IF_ERROR(check_f32_inputs(ctx, d, 3));
-    const Tensor& x = ctx.input(0);
-    const Tensor& f = ctx.input(1);
-    const Tensor& dy = ctx.input(2);
     ConvGeo s;
-    AF_RETURN_IF_ERROR(geometry(x, f, &s));
-    AF_RETURN_IF_ERROR(check_out_backprop(s, dy));
-    Tensor& dw = ctx.allocate_output(0, DType::f32, f.shape());
-    if (dw.num_elements() == 0) return d.compute();
-    if (x.num_elements() == 0 || dy.num_elements() == 0) {
-      AF_RETURN_IF_ERROR(zero(dw, d));
-      return d.compute();
-    }
-    AF_ASSIGN_OR_RETURN(cudnnHandle_t h, d.dnn());
-    std::lock_guard<std::mutex> lock(mu_);
-    std::lock_guard<std::mutex> dnn_lock(d.dnn_mutex());
-    AF_ASSIGN_OR_RETURN(ConvPlan * p, plan(d, h, s));
-    Scratch filter, padded, ws;
-    AF_RETURN_IF_ERROR(filter.allocate(d, f.bytes(), "a filter gradient"));
-    const float* in = cf(x);
-    if (s.explicit_pad()) {
-      AF_RETURN_IF_ERROR(padded.allocate(d, size_t(s.n * s.hp() * s.wp() * s.c) * sizeof(float), "a padded input"));
-      AF_CUDA_RETURN(launch_pad_nhwc(in, padded.f32(), s.n, s.h, s.w, s.c, s.pt, s.pl, s.hp(), s.wp(), d.compute()),
-                     "kernel launch");
-      in = padded.f32();
-    }
-    AF_RETURN_IF_ERROR(ws.allocate(d, p->workspace, "a cuDNN workspace"));
+    AF_ASSIGN_OR_RETURN(Tensor * dw, begin(ctx, d, &s));
+    if (!dw) return d.compute();
+    Launch l;
+    AF_RETURN_IF_ERROR(launch(d, s, &l));
+    Scratch filter, padded;
+    AF_RETURN_IF_ERROR(filter.allocate(d, dw->bytes(), "a filter gradient"));
+    AF_ASSIGN_OR_RETURN(const float* in, padded_input(d, s, ctx.input(0), padded));
     const float one = 1.f, zero_f = 0.f;
-    AF_CUDNN_RETURN(cudnnConvolutionBackwardFilter(h, &one, p->x.get(), in, p->y.get(), cf(dy), p->conv.get(),
-                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(p->algo), ws.get(),
-                                                   p->workspace, &zero_f, p->f.get(), filter.get()),
+    AF_CUDNN_RETURN(cudnnConvolutionBackwardFilter(l.h, &one, l.p->x.get(), in, l.p->y.get(), cf(ctx.input(2)),
+                                                   l.p->conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(l.p->algo),
+                                                   l.ws.get(), l.p->workspace, &zero_f, l.p->f.get(), filter.get()),
                     "cudnnConvolutionBackwardFilter");
     // [O, KH*KW*C] back to [KH*KW*C, O].
-    AF_CUDA_RETURN(launch_transpose2d(filter.f32(), mf(dw), s.o, s.kh * s.kw * s.c, d.compute()), "kernel launch");
+    AF_CUDA_RETURN(launch_transpose2d(filter.f32(), mf(*dw), s.o, s.kh * s.kw * s.c, d.compute()), "kernel launch");
     return d.compute();
   }
 };
