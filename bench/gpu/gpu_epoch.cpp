@@ -12,22 +12,15 @@
 #include <iostream>
 
 #include "cluster.h"
+#include "device.h"
 #include "models.h"
 #include "trainer.h"
 
 namespace af = actorflow;
 
 int main(int argc, char** argv) {
-  kit::Flags defaults = kit::sample_defaults("fashion_mnist");
-  defaults.model = "mlp";
-  defaults.optimizer = "adam";
-  defaults.learning_rate = 0.001;
-  defaults.batch_size = 64;
+  kit::Flags defaults = kit::fashion_mnist_defaults();
   defaults.epoch_number = 1;
-  defaults.enable_lr_decay = true;
-  defaults.lr_decay_rate = 0.8;
-  defaults.model_network = "256 128";
-  defaults.data_dir = kit::kFashionMnistDir;
   kit::Flags f = kit::parse_flags(argc, argv, {"fashion_mnist", kit::kFashionMnistModels}, defaults);
   kit::reject_flags(f, kit::fashion_mnist_unused_flags(f.model), "to --model " + f.model);
   kit::per_model_paths(f, defaults);
@@ -39,6 +32,7 @@ int main(int argc, char** argv) {
   }
   af::Graph g;
   auto placement = task->place(g);
+  auto on_device = kit::device_scope(g, f, task->distributed);  // --device gpu: the model on /gpu:0
   g.set_seed(f.seed);
   kit::Model m = kit::fashion_mnist_model(g, f);
   auto build = [&f](af::Graph& tower_graph) { return kit::fashion_mnist_model(tower_graph, f); };
