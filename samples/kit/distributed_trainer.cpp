@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -278,8 +279,10 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
         }
       }
       if (gstep >= next_report) {
+        char at[32];
+        std::snprintf(at, sizeof at, "%.2f", std::chrono::duration<double>(Clock::now() - started).count());
         std::cout << "global step " << gstep << "/" << target << "  loss " << last_sum / static_cast<double>(last_count)
-                  << std::endl;
+                  << "  (" << at << " s)" << std::endl;
         next_report = gstep + std::max<int64_t>(1, target / 10);
       }
       bool periodic = Clock::now() - last_save >= std::chrono::milliseconds(static_cast<int64_t>(f.save_checkpoint_secs * 1000));
