@@ -8,6 +8,7 @@
 #include <actorflow/actorflow.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "test_net_daemon_process.h"
@@ -288,4 +289,72 @@ TEST_CASE("a daemon killed mid-session fails the next step within its deadline, 
   auto fine = sh->run({a});
   REQUIRE_MESSAGE(fine.ok(), fine.status().to_string());
   CHECK(fine->at(0).to_vector<float>().at(0) == 6.0f);
+}
+
+TEST_CASE("a client killed mid-step: its daemons end its step at once and free its partitions") {
+  REQUIRE(aftnet::daemon_built());
+  REQUIRE_MESSAGE(::access(AF_NET_CLIENT_CHILD, X_OK) == 0, AF_NET_CLIENT_CHILD << " is not built (it is built with this test)");
+  // One worker thread on the waiting daemon: freeing the client's partition must not queue
+  // behind the very step it has to end.
+  DaemonProcess near(kToken, 0, {"--worker_threads", "1"});
+  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
+  auto logs = [&] { return "--- near (worker 0):\n" + near.log() + "--- far (worker 1):\n" + far.log(); };
+  REQUIRE_MESSAGE(near.started(), logs());
+  REQUIRE_MESSAGE(far.started(), logs());
+  const std::string target = "/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target();
+  auto env = aft::environment_without({"ACTORFLOW_TOKEN"});
+  env.push_back(std::string("ACTORFLOW_TOKEN=") + kToken);
+  // Ready once its chain takes a second a step; then it runs one more step, with no deadline.
+  aft::ChildProcess client("af_net_client", {AF_NET_CLIENT_CHILD, "--target", target}, env, true,
+                           std::chrono::seconds(180));
+  REQUIRE_MESSAGE(client.started(), "client:\n" << client.log() << logs());
+  const size_t near_before = near.log().size(), far_before = far.log().size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE_MESSAGE(client.running(), "the client's step ended before it was killed:\n" << client.log());
+  client.kill9();
+
+  // Without a deadline the near partition's step would wait for the far chain forever:
+  // the client's going must end it, and free both partitions.
+  auto since = [](DaemonProcess& d, size_t from) {
+    std::string l = d.log();
+    return l.size() > from ? l.substr(from) : std::string();
+  };
+  auto done = [&] {
+    std::string n = since(near, near_before), f = since(far, far_before);
+    return n.find("went away") != std::string::npos && n.find("freed 1 graph(s)") != std::string::npos &&
+           f.find("freed 1 graph(s)") != std::string::npos;
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string near_after = since(near, near_before), far_after = since(far, far_before);
+  // "partition step N for ... failed: Cancelled: on /job:worker/task:0/cpu:0 (...): _Recv ...:
+  // the client of this partition went away"
+  CHECK_MESSAGE(near_after.find("failed: Cancelled: ") != std::string::npos, logs());
+  CHECK_MESSAGE(near_after.find("the client of this partition went away") != std::string::npos, logs());
+  CHECK_MESSAGE(near_after.find("freed 1 graph(s)") != std::string::npos, logs());
+  CHECK_MESSAGE(far_after.find("freed 1 graph(s)") != std::string::npos, logs());
+
+  // Both go on serving: a new client's step across them runs.
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  af::Graph g;
+  af::Output x, y;
+  {
+    af::DeviceScope d(g, "/job:worker/task:1");
+    x = af::placeholder(g, af::f32, {2}, "x");
+  }
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    y = x * 3.0;
+  }
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 20000;
+  auto s = af::Session::create(g, target, opts);
+  REQUIRE_MESSAGE(s.ok(), s.status().to_string() << "\n" << logs());
+  auto out = s->run({y}, {{x, af::Tensor::from_vector(std::vector<float>{1, -2}, {2})}});
+  REQUIRE_MESSAGE(out.ok(), out.status().to_string() << "\n" << logs());
+  CHECK((*out)[0].data<float>()[0] == 3.0f);
+  CHECK((*out)[0].data<float>()[1] == -6.0f);
+  CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
+  CHECK_MESSAGE(far.terminate(std::chrono::seconds(40)) == 0, far.log());
 }

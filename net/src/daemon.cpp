@@ -134,6 +134,9 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
           return;
         }
         log("connection from " + label + " closed: " + why.to_string());
+        // Its partitions' steps in flight end now, from here: each may hold a worker
+        // thread, and with all of them held the freeing below would never run.
+        partitions->abort_owner(id);
         // Freeing sessions stops actors: not on the io thread.
         pool->post([this, id, label] {
           size_t n = service->close_owner(id) + partitions->close_owner(id);

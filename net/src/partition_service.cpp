@@ -55,6 +55,8 @@ class PeerEdges final : public runtime::RemoteEdges {
 
 }  // namespace
 
+Status PartitionService::client_gone() { return Status(Code::cancelled, "the client of this partition went away"); }
+
 struct PartitionService::Entry {
   uint64_t owner = 0;
   uint64_t session = 0;
@@ -191,6 +193,16 @@ void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   if (gone) gone->rendezvous->abort_all(Status(Code::cancelled, "the partition was closed by its client"));
 }
 
+void PartitionService::abort_owner(uint64_t owner, const Status& why) {
+  std::vector<std::shared_ptr<runtime::EdgeRendezvous>> owned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [handle, e] : entries_)
+      if (e->owner == owner) owned.push_back(e->rendezvous);
+  }
+  for (auto& r : owned) r->abort_all(why);
+}
+
 size_t PartitionService::close_owner(uint64_t owner) {
   std::vector<std::shared_ptr<Entry>> gone;
   {
@@ -206,7 +218,7 @@ size_t PartitionService::close_owner(uint64_t owner) {
   }
   // The client is gone: its steps in flight end now rather than at their deadline, which
   // also frees the worker threads a closing executor would hold.
-  for (auto& e : gone) e->rendezvous->abort_all(Status(Code::cancelled, "the client of this partition went away"));
+  for (auto& e : gone) e->rendezvous->abort_all(client_gone());
   return gone.size();
 }
 

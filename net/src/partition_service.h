@@ -42,6 +42,11 @@ class PartitionService {
   // Aborts step `step` of partition `handle` (never blocks: the io thread calls it).
   void abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner);
   void close_graph(uint64_t handle, uint64_t owner);
+  // Ends the steps in flight of connection `owner`'s partitions (never blocks: the io
+  // thread calls it when the connection closes, before close_owner frees them on a
+  // worker thread, which may be the very one such a step holds).
+  void abort_owner(uint64_t owner, const Status& why = client_gone());
+  static Status client_gone();
   size_t close_owner(uint64_t owner);
   // An Edge or Credit frame from a peer daemon (any thread).
   void deliver(const Message& m);
