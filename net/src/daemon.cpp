@@ -234,6 +234,8 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     pool->post([this, id, answer, s = std::move(*s)] { answer(s, service->run_step(s, id)); });
   } else if (auto* cg = std::get_if<CloseGraphMsg>(&m)) {
     uint64_t handle = cg->handle;
+    // As when a connection closes: its steps end from here, the freeing waits for a worker.
+    if (PartitionService::is_partition(handle)) partitions->abort_graph(handle, id, PartitionService::closed_by_client());
     pool->post([this, id, handle] {
       if (PartitionService::is_partition(handle)) partitions->close_graph(handle, id);
       else service->close_graph(handle, id);

@@ -56,6 +56,7 @@ class PeerEdges final : public runtime::RemoteEdges {
 }  // namespace
 
 Status PartitionService::client_gone() { return Status(Code::cancelled, "the client of this partition went away"); }
+Status PartitionService::closed_by_client() { return Status(Code::cancelled, "the partition was closed by its client"); }
 
 struct PartitionService::Entry {
   uint64_t owner = 0;
@@ -190,17 +191,25 @@ void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   }
   // Steps waiting for edges from the other partitions would otherwise hold the executor's
   // close until their deadline.
-  if (gone) gone->rendezvous->abort_all(Status(Code::cancelled, "the partition was closed by its client"));
+  if (gone) gone->rendezvous->abort_all(closed_by_client());
 }
 
-void PartitionService::abort_owner(uint64_t owner, const Status& why) {
-  std::vector<std::shared_ptr<runtime::EdgeRendezvous>> owned;
+void PartitionService::abort_where(const std::function<bool(uint64_t, const Entry&)>& pick, const Status& why) {
+  std::vector<std::shared_ptr<runtime::EdgeRendezvous>> picked;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [handle, e] : entries_)
-      if (e->owner == owner) owned.push_back(e->rendezvous);
+      if (pick(handle, *e)) picked.push_back(e->rendezvous);
   }
-  for (auto& r : owned) r->abort_all(why);
+  for (auto& r : picked) r->abort_all(why);
+}
+
+void PartitionService::abort_graph(uint64_t handle, uint64_t owner, const Status& why) {
+  abort_where([&](uint64_t h, const Entry& e) { return h == handle && e.owner == owner; }, why);
+}
+
+void PartitionService::abort_owner(uint64_t owner, const Status& why) {
+  abort_where([&](uint64_t, const Entry& e) { return e.owner == owner; }, why);
 }
 
 size_t PartitionService::close_owner(uint64_t owner) {

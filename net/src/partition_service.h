@@ -42,11 +42,14 @@ class PartitionService {
   // Aborts step `step` of partition `handle` (never blocks: the io thread calls it).
   void abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner);
   void close_graph(uint64_t handle, uint64_t owner);
-  // Ends the steps in flight of connection `owner`'s partitions (never blocks: the io
-  // thread calls it when the connection closes, before close_owner frees them on a
-  // worker thread, which may be the very one such a step holds).
+  // End the steps in flight of partition `handle`, or of all connection `owner`'s
+  // partitions (never block: the io thread calls them on CloseGraph and when the
+  // connection closes, before close_graph or close_owner frees the partitions on a worker
+  // thread, which may be the very one such a step holds).
+  void abort_graph(uint64_t handle, uint64_t owner, const Status& why);
   void abort_owner(uint64_t owner, const Status& why = client_gone());
   static Status client_gone();
+  static Status closed_by_client();
   size_t close_owner(uint64_t owner);
   // An Edge or Credit frame from a peer daemon (any thread).
   void deliver(const Message& m);
@@ -57,6 +60,7 @@ class PartitionService {
  private:
   struct Entry;
   std::shared_ptr<runtime::EdgeRendezvous> route(uint64_t session, const std::string& location);
+  void abort_where(const std::function<bool(uint64_t handle, const Entry&)>& pick, const Status& why);
 
   std::string where_;
   PeerTable& peers_;

@@ -107,26 +107,6 @@ class CudnnConvBase : public GpuOpKernel {
     return Status::OK();
   }
 
-  // Checks, geometry and the output of this pass. Null when the output is already final:
-  // empty, or zeroed because an operand is empty.
-  Result<Tensor*> begin(OpKernelContext& ctx, GpuDevice& d, ConvGeo* s) const {
-    const bool fwd = pass_ == Pass::forward;
-    const int inputs = fwd ? 2 : 3;
-    AF_RETURN_IF_ERROR(check_f32_inputs(ctx, d, inputs));
-    AF_RETURN_IF_ERROR(geometry(ctx.input(0), ctx.input(1), s));
-    if (!fwd) AF_RETURN_IF_ERROR(check_out_backprop(*s, ctx.input(2)));
-    // A gradient pass's input (data) or filter lends only its shape, to its own gradient.
-    const int shape_only = pass_ == Pass::backward_data ? 0 : pass_ == Pass::backward_filter ? 1 : -1;
-    Tensor& out = ctx.allocate_output(0, DType::f32, fwd ? s->out_shape() : ctx.input(shape_only).shape());
-    if (out.num_elements() == 0) return static_cast<Tensor*>(nullptr);
-    for (int i = 0; i < inputs; ++i)
-      if (i != shape_only && ctx.input(i).num_elements() == 0) {
-        AF_RETURN_IF_ERROR(zero(out, d));
-        return static_cast<Tensor*>(nullptr);
-      }
-    return &out;
-  }
-
   // What a pass holds while it queues its cuDNN call: the handle, this kernel's plans and
   // the handle locked, the plan of the shape, its workspace. Scratch that a pass declares
   // after its Launch is freed before it, still under the locks.
@@ -142,6 +122,27 @@ class CudnnConvBase : public GpuOpKernel {
     l->dnn_lock = std::unique_lock<std::mutex>(d.dnn_mutex());
     AF_ASSIGN_OR_RETURN(l->p, plan(d, l->h, s));
     return l->ws.allocate(d, l->p->workspace, "a cuDNN workspace");
+  }
+
+  // Checks, geometry and the output of this pass, then `launch` (l). Null when the output
+  // is already final: empty, or zeroed because an operand is empty.
+  Result<Tensor*> begin(OpKernelContext& ctx, GpuDevice& d, ConvGeo* s, Launch* l) {
+    const bool fwd = pass_ == Pass::forward;
+    const int inputs = fwd ? 2 : 3;
+    AF_RETURN_IF_ERROR(check_f32_inputs(ctx, d, inputs));
+    AF_RETURN_IF_ERROR(geometry(ctx.input(0), ctx.input(1), s));
+    if (!fwd) AF_RETURN_IF_ERROR(check_out_backprop(*s, ctx.input(2)));
+    // A gradient pass's input (data) or filter lends only its shape, to its own gradient.
+    const int shape_only = pass_ == Pass::backward_data ? 0 : pass_ == Pass::backward_filter ? 1 : -1;
+    Tensor& out = ctx.allocate_output(0, DType::f32, fwd ? s->out_shape() : ctx.input(shape_only).shape());
+    if (out.num_elements() == 0) return static_cast<Tensor*>(nullptr);
+    for (int i = 0; i < inputs; ++i)
+      if (i != shape_only && ctx.input(i).num_elements() == 0) {
+        AF_RETURN_IF_ERROR(zero(out, d));
+        return static_cast<Tensor*>(nullptr);
+      }
+    AF_RETURN_IF_ERROR(launch(d, *s, l));
+    return &out;
   }
 
   // f, [KH,KW,C,O], as cuDNN's NHWC filter [O,KH,KW,C] in `filter`.
@@ -239,10 +240,9 @@ class Conv2DKernel final : public CudnnConvBase {
  protected:
   Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& d) override {
     ConvGeo s;
-    AF_ASSIGN_OR_RETURN(Tensor * y, begin(ctx, d, &s));
-    if (!y) return d.compute();
     Launch l;
-    AF_RETURN_IF_ERROR(launch(d, s, &l));
+    AF_ASSIGN_OR_RETURN(Tensor * y, begin(ctx, d, &s, &l));
+    if (!y) return d.compute();
     Scratch filter, padded;
     AF_RETURN_IF_ERROR(transposed_filter(d, s, ctx.input(1), filter));
     AF_ASSIGN_OR_RETURN(const float* in, padded_input(d, s, ctx.input(0), padded));
@@ -263,10 +263,9 @@ class Conv2DBackpropInputKernel final : public CudnnConvBase {
  protected:
   Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& d) override {
     ConvGeo s;
-    AF_ASSIGN_OR_RETURN(Tensor * dx, begin(ctx, d, &s));
-    if (!dx) return d.compute();
     Launch l;
-    AF_RETURN_IF_ERROR(launch(d, s, &l));
+    AF_ASSIGN_OR_RETURN(Tensor * dx, begin(ctx, d, &s, &l));
+    if (!dx) return d.compute();
     Scratch filter, padded;
     AF_RETURN_IF_ERROR(transposed_filter(d, s, ctx.input(1), filter));
     float* out = mf(*dx);
@@ -294,10 +293,9 @@ class Conv2DBackpropFilterKernel final : public CudnnConvBase {
  protected:
   Result<cudaStream_t> enqueue(OpKernelContext& ctx, GpuDevice& d) override {
     ConvGeo s;
-    AF_ASSIGN_OR_RETURN(Tensor * dw, begin(ctx, d, &s));
-    if (!dw) return d.compute();
     Launch l;
-    AF_RETURN_IF_ERROR(launch(d, s, &l));
+    AF_ASSIGN_OR_RETURN(Tensor * dw, begin(ctx, d, &s, &l));
+    if (!dw) return d.compute();
     Scratch filter, padded;
     AF_RETURN_IF_ERROR(filter.allocate(d, dw->bytes(), "a filter gradient"));
     AF_ASSIGN_OR_RETURN(const float* in, padded_input(d, s, ctx.input(0), padded));
