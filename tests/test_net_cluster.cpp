@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "test_net_daemon_process.h"
@@ -357,4 +359,86 @@ TEST_CASE("a client killed mid-step: its daemons end its step at once and free i
   CHECK((*out)[0].data<float>()[1] == -6.0f);
   CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
   CHECK_MESSAGE(far.terminate(std::chrono::seconds(40)) == 0, far.log());
+}
+
+TEST_CASE("a daemon killed mid-step fails that step at once, naming it, and the daemon left frees its part") {
+  REQUIRE(aftnet::daemon_built());
+  // One worker thread on the daemon left: its part of the step must end, or it serves no one.
+  DaemonProcess near(kToken, 0, {"--worker_threads", "1"});
+  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
+  auto logs = [&] { return "--- near (worker 0):\n" + near.log() + "--- far (worker 1):\n" + far.log(); };
+  REQUIRE_MESSAGE(near.started(), logs());
+  REQUIRE_MESSAGE(far.started(), logs());
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  const std::string target = "/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target();
+  // The near part waits for a chain of matmuls on the far daemon; deeper chains until a
+  // step takes a second.
+  const af::Tensor in = af::Tensor::filled(af::f32, {512, 512}, 0.5);
+  std::unique_ptr<af::Graph> g;
+  std::optional<af::Session> sess;
+  af::Output x, z;
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 120000;  // far beyond this test's patience: the failure must come sooner
+  for (int depth = 32; depth <= (1 << 14); depth *= 2) {
+    sess.reset();
+    g = std::make_unique<af::Graph>();
+    af::Output y;
+    {
+      af::DeviceScope d(*g, "/job:worker/task:1");
+      x = af::placeholder(*g, af::f32, {512, 512}, "x");
+      y = x;
+      for (int i = 0; i < depth; ++i) y = af::matmul(y, x) * (1.0 / 256);
+    }
+    {
+      af::DeviceScope d(*g, "/job:worker/task:0");
+      z = af::reduce_sum(y, {}, false, "waits_for_the_chain");
+    }
+    auto created = af::Session::create(*g, target, opts);
+    REQUIRE_MESSAGE(created.ok(), created.status().to_string() << "\n" << logs());
+    sess.emplace(std::move(created).value());
+    auto t0 = std::chrono::steady_clock::now();
+    auto first = sess->run({z}, {{x, in}});
+    REQUIRE_MESSAGE(first.ok(), first.status().to_string() << "\n" << logs());
+    if (std::chrono::steady_clock::now() - t0 >= std::chrono::seconds(1)) break;
+  }
+  const size_t near_before = near.log().size();
+  std::atomic<bool> finished{false};
+  af::Status failure;
+  std::chrono::steady_clock::duration took{};
+  std::thread step([&] {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = sess->run({z}, {{x, in}});
+    took = std::chrono::steady_clock::now() - t0;
+    failure = r.ok() ? af::Status::OK() : r.status();
+    finished = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  far.kill9();
+  step.join();  // bounded by the step's deadline at worst
+  REQUIRE(finished);
+  INFO(failure.to_string());
+  CHECK_FALSE(failure.ok());
+  CHECK(took < std::chrono::seconds(30));
+  CHECK((failure.message().find("/job:worker/task:1") != std::string::npos ||
+         failure.message().find(far.address()) != std::string::npos));
+  // The near part was waiting for the far edge: it ends too (the client's CleanupStep).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto near_failed = [&] {
+    std::string l = near.log();
+    return l.size() > near_before && l.find("partition step", near_before) != std::string::npos;
+  };
+  while (!near_failed() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_MESSAGE(near_failed(), logs());
+  // And its one worker thread is free: a graph on it alone registers and runs.
+  af::Graph h;
+  auto a = af::constant(h, 3.0f, "a") * 2.0;
+  af::SessionOptions short_opts;
+  short_opts.step_timeout_ms = 20000;
+  auto sh = af::Session::create(h, near.target(), short_opts);
+  REQUIRE_MESSAGE(sh.ok(), sh.status().to_string() << "\n" << logs());
+  auto fine = sh->run({a});
+  REQUIRE_MESSAGE(fine.ok(), fine.status().to_string() << "\n" << logs());
+  CHECK(fine->at(0).to_vector<float>().at(0) == 6.0f);
+  CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
 }
