@@ -6,17 +6,23 @@
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/net/daemon.h>
+
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
 
+#include "net_chain_graph.h"
 #include "test_net_daemon_process.h"
 #include "random_dag.h"
 
 namespace af = actorflow;
+namespace afn = actorflow::net;
 using aftnet::DaemonProcess;
 
 namespace {
@@ -361,72 +367,34 @@ TEST_CASE("a client killed mid-step: its daemons end its step at once and free i
   CHECK_MESSAGE(far.terminate(std::chrono::seconds(40)) == 0, far.log());
 }
 
-TEST_CASE("a daemon killed mid-step fails that step at once, naming it, and the daemon left frees its part") {
-  REQUIRE(aftnet::daemon_built());
-  // One worker thread on the daemon left: its part of the step must end, or it serves no one.
-  DaemonProcess near(kToken, 0, {"--worker_threads", "1"});
-  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
+namespace {
+
+// The far daemon of a chain step (net_chain_graph.h) is lost mid-step by `lose`: the step
+// fails within `within`, naming the far task; the near daemon, with one worker thread,
+// ends its part and serves again.
+void lose_far_mid_step(DaemonProcess& near, DaemonProcess& far, const std::function<void()>& lose,
+                       std::chrono::seconds within, aftnet::ChainStep& chain) {
   auto logs = [&] { return "--- near (worker 0):\n" + near.log() + "--- far (worker 1):\n" + far.log(); };
-  REQUIRE_MESSAGE(near.started(), logs());
-  REQUIRE_MESSAGE(far.started(), logs());
-  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
-  const std::string target = "/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target();
-  // The near part waits for a chain of matmuls on the far daemon; deeper chains until a
-  // step takes a second.
-  const af::Tensor in = af::Tensor::filled(af::f32, {512, 512}, 0.5);
-  std::unique_ptr<af::Graph> g;
-  std::optional<af::Session> sess;
-  af::Output x, z;
-  af::SessionOptions opts;
-  opts.step_timeout_ms = 120000;  // far beyond this test's patience: the failure must come sooner
-  for (int depth = 32; depth <= (1 << 14); depth *= 2) {
-    sess.reset();
-    g = std::make_unique<af::Graph>();
-    af::Output y;
-    {
-      af::DeviceScope d(*g, "/job:worker/task:1");
-      x = af::placeholder(*g, af::f32, {512, 512}, "x");
-      y = x;
-      for (int i = 0; i < depth; ++i) y = af::matmul(y, x) * (1.0 / 256);
-    }
-    {
-      af::DeviceScope d(*g, "/job:worker/task:0");
-      z = af::reduce_sum(y, {}, false, "waits_for_the_chain");
-    }
-    auto created = af::Session::create(*g, target, opts);
-    REQUIRE_MESSAGE(created.ok(), created.status().to_string() << "\n" << logs());
-    sess.emplace(std::move(created).value());
-    auto t0 = std::chrono::steady_clock::now();
-    auto first = sess->run({z}, {{x, in}});
-    REQUIRE_MESSAGE(first.ok(), first.status().to_string() << "\n" << logs());
-    if (std::chrono::steady_clock::now() - t0 >= std::chrono::seconds(1)) break;
-  }
   const size_t near_before = near.log().size();
-  std::atomic<bool> finished{false};
   af::Status failure;
   std::chrono::steady_clock::duration took{};
   std::thread step([&] {
     auto t0 = std::chrono::steady_clock::now();
-    auto r = sess->run({z}, {{x, in}});
+    auto r = chain.run();
     took = std::chrono::steady_clock::now() - t0;
     failure = r.ok() ? af::Status::OK() : r.status();
-    finished = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  far.kill9();
+  lose();
   step.join();  // bounded by the step's deadline at worst
-  REQUIRE(finished);
   INFO(failure.to_string());
   CHECK_FALSE(failure.ok());
-  CHECK(took < std::chrono::seconds(30));
+  CHECK(took < within);
   CHECK((failure.message().find("/job:worker/task:1") != std::string::npos ||
          failure.message().find(far.address()) != std::string::npos));
   // The near part was waiting for the far edge: it ends too (the client's CleanupStep).
+  auto near_failed = [&] { return near.log().find("partition step", near_before) != std::string::npos; };
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  auto near_failed = [&] {
-    std::string l = near.log();
-    return l.size() > near_before && l.find("partition step", near_before) != std::string::npos;
-  };
   while (!near_failed() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK_MESSAGE(near_failed(), logs());
@@ -440,5 +408,58 @@ TEST_CASE("a daemon killed mid-step fails that step at once, naming it, and the 
   auto fine = sh->run({a});
   REQUIRE_MESSAGE(fine.ok(), fine.status().to_string() << "\n" << logs());
   CHECK(fine->at(0).to_vector<float>().at(0) == 6.0f);
+}
+
+}  // namespace
+
+TEST_CASE("a daemon killed mid-step fails that step at once, naming it, and the daemon left frees its part") {
+  REQUIRE(aftnet::daemon_built());
+  DaemonProcess near(kToken, 0, {"--worker_threads", "1"});
+  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
+  REQUIRE_MESSAGE(near.started(), near.log());
+  REQUIRE_MESSAGE(far.started(), far.log());
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 120000;  // far beyond this test's patience: the failure must come sooner
+  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
+                                  std::chrono::seconds(1));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+  lose_far_mid_step(near, far, [&] { far.kill9(); }, std::chrono::seconds(30), *chain);
   CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
+}
+
+TEST_CASE("a daemon stopped mid-step (SIGSTOP) fails that step by the peer timeout; running again, it takes steps again") {
+  REQUIRE(aftnet::daemon_built());
+  // Every process of the cluster on the same short beat: a silent peer is dropped after 1.5 s.
+  const std::vector<std::string> beat = {"--heartbeat_ms", "200", "--peer_timeout_ms", "1500"};
+  std::vector<std::string> near_flags = beat, far_flags = beat;
+  near_flags.insert(near_flags.end(), {"--worker_threads", "1"});
+  far_flags.insert(far_flags.end(), {"--job_name", "worker", "--task_index", "1"});
+  DaemonProcess near(kToken, 0, near_flags);
+  DaemonProcess far(kToken, 0, far_flags);
+  REQUIRE_MESSAGE(near.started(), near.log());
+  REQUIRE_MESSAGE(far.started(), far.log());
+  afn::set_client_heartbeat(200, 1500);
+  struct Restore {
+    ~Restore() { afn::set_client_heartbeat(1000, 10000); }  // the documented defaults
+  } restore;
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 120000;
+  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
+                                  std::chrono::seconds(1));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }  // never leave it stopped, even when a check fails
+  } resume{far.pid()};
+  lose_far_mid_step(near, far, [&] { ::kill(far.pid(), SIGSTOP); }, std::chrono::seconds(20), *chain);
+  // Running again, the far daemon finds its connections gone and takes new ones: the same
+  // session registers its partitions afresh and its step runs.
+  ::kill(far.pid(), SIGCONT);
+  auto again = chain->run();
+  REQUIRE_MESSAGE(again.ok(), again.status().to_string() << "\n" << near.log() << far.log());
+  CHECK(again->at(0).to_vector<float>().at(0) == aftnet::ChainStep::kSum);
+  CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
+  CHECK_MESSAGE(far.terminate(std::chrono::seconds(40)) == 0, far.log());
 }
