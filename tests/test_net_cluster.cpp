@@ -452,3 +452,35 @@ TEST_CASE("a daemon stopped mid-step (SIGSTOP) fails that step by the peer timeo
   CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
   CHECK_MESSAGE(far.terminate(std::chrono::seconds(40)) == 0, far.log());
 }
+
+TEST_CASE("a daemon restarted on its port after kill -9: the same session's next step registers afresh and runs") {
+  REQUIRE(aftnet::daemon_built());
+  DaemonProcess near(kToken, 0);
+  auto far = std::make_unique<DaemonProcess>(kToken, 0, std::vector<std::string>{"--job_name", "worker", "--task_index", "1"});
+  REQUIRE_MESSAGE(near.started(), near.log());
+  REQUIRE_MESSAGE(far->started(), far->log());
+  const int far_port = far->port();
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 20000;
+  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far->target(), opts,
+                                  std::chrono::milliseconds(0));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far->log());
+  far->kill9();
+  auto lost = chain->run();
+  REQUIRE_FALSE(lost.ok());
+  CHECK_MESSAGE(lost.status().message().find("/job:worker/task:1") != std::string::npos, lost.status().to_string());
+  far = std::make_unique<DaemonProcess>(kToken, far_port, std::vector<std::string>{"--job_name", "worker", "--task_index", "1"});
+  REQUIRE_MESSAGE(far->started(), far->log());
+  // A new incarnation behind the old address: the session registers its partition there
+  // again, and the near daemon dials it again.
+  auto back = chain->run();
+  REQUIRE_MESSAGE(back.ok(), back.status().to_string() << "\n" << near.log() << far->log());
+  CHECK(back->at(0).to_vector<float>().at(0) == aftnet::ChainStep::kSum);
+  auto again = chain->run();
+  REQUIRE_MESSAGE(again.ok(), again.status().to_string());
+  // Whichever has the lower address dials: the near one again, or the new far one afresh.
+  const bool redialed = near.log().find("is back: connected again") != std::string::npos ||
+                        far->log().find("peer daemon /job:worker/task:0") != std::string::npos;
+  CHECK_MESSAGE(redialed, near.log() << far->log());
+}
