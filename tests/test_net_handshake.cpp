@@ -7,6 +7,11 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/net/daemon.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -226,4 +231,33 @@ TEST_CASE("daemon in process: right token runs, wrong token is refused, graphs f
   }
   CHECK(refused);
   CHECK(shutdown);
+}
+
+TEST_CASE("a listener that never answers the handshake fails create() by the handshake timeout, saying so") {
+  // A socket that accepts (the kernel's backlog does) and never speaks: not a daemon.
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 4) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const std::string target = "af://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  EnvVar t("ACTORFLOW_TOKEN", "some-token");
+  af::Graph g;
+  auto x = af::placeholder(g, af::f32, {1}, "x");
+  (void)(x * 2.0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto s = af::Session::create(g, target);
+  auto took = std::chrono::steady_clock::now() - t0;
+  ::close(fd);
+  REQUIRE_FALSE(s.ok());
+  INFO(s.status().to_string());
+  CHECK(s.status().message().find(target.substr(5)) != std::string::npos);
+  CHECK(s.status().message().find("answered the handshake") != std::string::npos);
+  // Not the wrong-token hint: nothing refused anything.
+  CHECK(s.status().message().find("ACTORFLOW_TOKEN") == std::string::npos);
+  CHECK(took < std::chrono::seconds(30));
 }

@@ -117,7 +117,11 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
   std::unique_lock<std::mutex> lock(c->mu_);
   Status s = c->wait(lock, deadline, [&] { return c->ready_; }, "authenticating");
   if (!s.ok()) {
-    if (s.code() == Code::unavailable)
+    // A hint by how the handshake ended: nothing answered it, or the far end hung up on it
+    // (a daemon does that to a wrong token; a refusal on this side says so already).
+    if (s.code() == Code::unavailable && c->close_cause_.code() == Code::deadline_exceeded)
+      s = Status(Code::unavailable, s.message() + " (nothing at that address answered the handshake: is it an actorflow-node daemon, and is it running?)");
+    else if (s.code() == Code::unavailable && s.message().find("ACTORFLOW_TOKEN") == std::string::npos)
       s = Status(Code::unavailable, s.message() + " (the daemon refused the handshake: is ACTORFLOW_TOKEN the same here as on the daemon?)");
     return s;
   }
@@ -226,6 +230,7 @@ void DaemonClient::on_closed(const Status& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = why.ok() ? Status(Code::unavailable, "closed") : Status(Code::unavailable, why.message());
+    close_cause_ = why;
     watchers.swap(watchers_);
     on_close.swap(on_close_);
     cv_.notify_all();

@@ -110,6 +110,7 @@ class DaemonClient {
   std::condition_variable cv_;
   bool ready_ = false;
   std::optional<Status> closed_;
+  Status close_cause_;  // why the connection closed, with its own code (closed_ says unavailable)
   uint64_t next_request_ = 1;
   std::map<uint64_t, std::optional<RegisteredMsg>> registrations_;
   std::map<uint64_t, std::optional<StepDoneMsg>> steps_;
