@@ -91,6 +91,32 @@ inline bool window(int64_t in, int64_t k, int64_t stride, Padding p, Axis* ax, s
   return true;
 }
 
+// The operands of Conv2D and its gradients in a kernel (known shapes): an NHWC input x and
+// a [KH,KW,C,O] filter f with x's channels, and both spatial windows. False with a message
+// naming the shapes otherwise.
+inline bool conv_operands(const Shape& x, const Shape& f, int64_t sh, int64_t sw, Padding p, Axis* ah, Axis* aw,
+                          std::string* err) {
+  if (x.rank() != 4 || f.rank() != 4) {
+    *err = "input " + x.to_string() + " and filter " + f.to_string() + " must both have rank 4 (NHWC and [KH,KW,C,O])";
+    return false;
+  }
+  if (x.dim(3) != f.dim(2)) {
+    *err = "input " + x.to_string() + " has " + std::to_string(x.dim(3)) + " channels but filter " + f.to_string() +
+           " expects " + std::to_string(f.dim(2));
+    return false;
+  }
+  if (f.dim(0) < 1 || f.dim(1) < 1) {
+    *err = "filter " + f.to_string() + " has an empty spatial dim";
+    return false;
+  }
+  std::string why;
+  if (!window(x.dim(1), f.dim(0), sh, p, ah, &why) || !window(x.dim(2), f.dim(1), sw, p, aw, &why)) {
+    *err = "input " + x.to_string() + ", filter " + f.to_string() + ": " + why;
+    return false;
+  }
+  return true;
+}
+
 // The geometry of one 2-D windowed op on NHWC input.
 struct Geometry {
   int64_t n = 0, c = 0;

@@ -73,25 +73,10 @@ class ConvBase : public OpKernel {
                " and " + dtype_name(f.dtype()));
       return false;
     }
-    if (x.rank() != 4 || f.rank() != 4) {
-      ctx.fail("input " + x.shape().to_string() + " and filter " + f.shape().to_string() +
-               " must both have rank 4 (NHWC and [KH,KW,C,O])");
-      return false;
-    }
-    if (x.dim(3) != f.dim(2)) {
-      ctx.fail("input " + x.shape().to_string() + " has " + std::to_string(x.dim(3)) + " channels but filter " +
-               f.shape().to_string() + " expects " + std::to_string(f.dim(2)));
-      return false;
-    }
-    if (f.dim(0) < 1 || f.dim(1) < 1) {
-      ctx.fail("filter " + f.shape().to_string() + " has an empty spatial dim");
-      return false;
-    }
     conv_geom::Axis ah, aw;
     std::string err;
-    if (!conv_geom::window(x.dim(1), f.dim(0), sh_, padding_, &ah, &err) ||
-        !conv_geom::window(x.dim(2), f.dim(1), sw_, padding_, &aw, &err)) {
-      ctx.fail("input " + x.shape().to_string() + ", filter " + f.shape().to_string() + ": " + err);
+    if (!conv_geom::conv_operands(x.shape(), f.shape(), sh_, sw_, padding_, &ah, &aw, &err)) {
+      ctx.fail(err);
       return false;
     }
     *s = ConvShape{x.dim(0), x.dim(1), x.dim(2), x.dim(3), f.dim(0), f.dim(1), f.dim(3),

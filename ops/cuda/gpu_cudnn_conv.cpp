@@ -70,18 +70,9 @@ class CudnnConvBase : public GpuOpKernel {
  protected:
   Status geometry(const Tensor& x, const Tensor& f, ConvGeo* s) const {
     if (!attr_error_.empty()) return invalid_argument(attr_error_);
-    if (x.rank() != 4 || f.rank() != 4)
-      return invalid_argument("input " + x.shape().to_string() + " and filter " + f.shape().to_string() +
-                              " must both have rank 4 (NHWC and [KH,KW,C,O])");
-    if (x.dim(3) != f.dim(2))
-      return invalid_argument("input " + x.shape().to_string() + " has " + std::to_string(x.dim(3)) +
-                              " channels but filter " + f.shape().to_string() + " expects " + std::to_string(f.dim(2)));
-    if (f.dim(0) < 1 || f.dim(1) < 1) return invalid_argument("filter " + f.shape().to_string() + " has an empty spatial dim");
     conv_geom::Axis ah, aw;
     std::string err;
-    if (!conv_geom::window(x.dim(1), f.dim(0), sh_, padding_, &ah, &err) ||
-        !conv_geom::window(x.dim(2), f.dim(1), sw_, padding_, &aw, &err))
-      return invalid_argument("input " + x.shape().to_string() + ", filter " + f.shape().to_string() + ": " + err);
+    if (!conv_geom::conv_operands(x.shape(), f.shape(), sh_, sw_, padding_, &ah, &aw, &err)) return invalid_argument(err);
     s->n = x.dim(0);
     s->h = x.dim(1);
     s->w = x.dim(2);
