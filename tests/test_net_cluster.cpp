@@ -17,7 +17,7 @@
 #include <optional>
 #include <thread>
 
-#include "net_chain_graph.h"
+#include "net_mid_step.h"
 #include "test_net_daemon_process.h"
 #include "random_dag.h"
 
@@ -356,51 +356,6 @@ TEST_CASE("a client killed mid-step: its daemons end its step at once and free i
   CHECK_MESSAGE(far.terminate(std::chrono::seconds(40)) == 0, far.log());
 }
 
-namespace {
-
-// The far daemon of a chain step (net_chain_graph.h) is lost mid-step by `lose`: the step
-// fails within `within`, naming the far task; the near daemon, with one worker thread,
-// ends its part and serves again.
-void lose_far_mid_step(DaemonProcess& near, DaemonProcess& far, const std::function<void()>& lose,
-                       std::chrono::seconds within, aftnet::ChainStep& chain) {
-  auto logs = [&] { return "--- near (worker 0):\n" + near.log() + "--- far (worker 1):\n" + far.log(); };
-  const size_t near_before = near.log().size();
-  af::Status failure;
-  std::chrono::steady_clock::duration took{};
-  std::thread step([&] {
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = chain.run();
-    took = std::chrono::steady_clock::now() - t0;
-    failure = r.ok() ? af::Status::OK() : r.status();
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  lose();
-  step.join();  // bounded by the step's deadline at worst
-  INFO(failure.to_string());
-  CHECK_FALSE(failure.ok());
-  CHECK(took < within);
-  CHECK((failure.message().find("/job:worker/task:1") != std::string::npos ||
-         failure.message().find(far.address()) != std::string::npos));
-  // The near part was waiting for the far edge: it ends too (the client's CleanupStep).
-  auto near_failed = [&] { return near.log().find("partition step", near_before) != std::string::npos; };
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!near_failed() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK_MESSAGE(near_failed(), logs());
-  // And its one worker thread is free: a graph on it alone registers and runs.
-  af::Graph h;
-  auto a = af::constant(h, 3.0f, "a") * 2.0;
-  af::SessionOptions short_opts;
-  short_opts.step_timeout_ms = 20000;
-  auto sh = af::Session::create(h, near.target(), short_opts);
-  REQUIRE_MESSAGE(sh.ok(), sh.status().to_string() << "\n" << logs());
-  auto fine = sh->run({a});
-  REQUIRE_MESSAGE(fine.ok(), fine.status().to_string() << "\n" << logs());
-  CHECK(fine->at(0).to_vector<float>().at(0) == 6.0f);
-}
-
-}  // namespace
-
 TEST_CASE("a daemon killed mid-step fails that step at once, naming it, and the daemon left frees its part") {
   REQUIRE(aftnet::daemon_built());
   DaemonProcess near(kToken, 0, {"--worker_threads", "1"});
@@ -413,7 +368,7 @@ TEST_CASE("a daemon killed mid-step fails that step at once, naming it, and the 
   auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
                                   std::chrono::seconds(1));
   REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
-  lose_far_mid_step(near, far, [&] { far.kill9(); }, std::chrono::seconds(30), *chain);
+  aftnet::lose_far_mid_step(near, far, [&] { far.kill9(); }, std::chrono::seconds(30), *chain);
   CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
 }
 
@@ -442,7 +397,7 @@ TEST_CASE("a daemon stopped mid-step (SIGSTOP) fails that step by the peer timeo
     pid_t pid;
     ~Resume() { ::kill(pid, SIGCONT); }  // never leave it stopped, even when a check fails
   } resume{far.pid()};
-  lose_far_mid_step(near, far, [&] { ::kill(far.pid(), SIGSTOP); }, std::chrono::seconds(20), *chain);
+  aftnet::lose_far_mid_step(near, far, [&] { ::kill(far.pid(), SIGSTOP); }, std::chrono::seconds(20), *chain);
   // Running again, the far daemon finds its connections gone and takes new ones: the same
   // session registers its partitions afresh and its step runs.
   ::kill(far.pid(), SIGCONT);

@@ -6,11 +6,15 @@
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/net/daemon.h>
+
+#include <signal.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include "interop/skip.h"
+#include "net_mid_step.h"
 #include "test_net_daemon_process.h"
 
 namespace af = actorflow;
@@ -116,5 +120,44 @@ TEST_CASE("needs openssl: daemons and clients with TLS run steps, and plain or f
     DaemonProcess half{kToken, 0, {"--tls_cert", pki.path("node0.pem")}};
     CHECK_FALSE(half.started());
     CHECK(half.log().find("--tls_cert/--tls_key/--tls_ca") != std::string::npos);
+  }
+}
+
+TEST_CASE("needs openssl: over TLS, a daemon killed or stopped mid-step fails the step, and the daemon left ends its part") {
+  if (!aftnet::daemon_built()) aft::skip("TLS test skipped: actorflow-node is not built");
+  Pki pki;
+  if (!pki.make_ca("ca") || !pki.make_cert("node0", "ca") || !pki.make_cert("node1", "ca") ||
+      !pki.make_cert("client", "ca"))
+    aft::skip("TLS test skipped: the openssl command cannot make certificates here");
+  ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  ScopedEnv cert("ACTORFLOW_TLS_CERT", pki.path("client.pem"));
+  ScopedEnv key("ACTORFLOW_TLS_KEY", pki.path("client.key"));
+  ScopedEnv ca("ACTORFLOW_TLS_CA", pki.path("ca.pem"));
+  // A short beat everywhere: a stopped peer is dropped after 1.5 s.
+  actorflow::net::set_client_heartbeat(200, 1500);
+  struct Restore {
+    ~Restore() { actorflow::net::set_client_heartbeat(1000, 10000); }  // the documented defaults
+  } restore;
+  for (const char* how : {"kill -9", "SIGSTOP"}) {
+    INFO(how);
+    auto flags = [&](const std::string& node, std::vector<std::string> more) {
+      auto f = pki.daemon_flags(node, "ca");
+      f.insert(f.end(), {"--heartbeat_ms", "200", "--peer_timeout_ms", "1500"});
+      f.insert(f.end(), more.begin(), more.end());
+      return f;
+    };
+    DaemonProcess near{kToken, 0, flags("node0", {"--worker_threads", "1"})};
+    DaemonProcess far{kToken, 0, flags("node1", {"--job_name", "worker", "--task_index", "1"})};
+    REQUIRE_MESSAGE(near.started(), near.log());
+    REQUIRE_MESSAGE(far.started(), far.log());
+    af::SessionOptions opts;
+    opts.step_timeout_ms = 120000;
+    auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(),
+                                    opts, std::chrono::seconds(1));
+    REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+    const bool stop = std::string(how) == "SIGSTOP";
+    aftnet::lose_far_mid_step(
+        near, far, [&] { stop ? (void)::kill(far.pid(), SIGSTOP) : far.kill9(); }, std::chrono::seconds(20), *chain);
+    if (stop) ::kill(far.pid(), SIGCONT);
   }
 }

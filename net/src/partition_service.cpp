@@ -80,7 +80,7 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
   std::map<std::string, std::string> addresses(m.peers.begin(), m.peers.end());
   if (!addresses.count(m.location))
     return invalid_argument("the partition for " + m.location + " lists no daemon address for its own location");
-  for (auto& [loc, address] : addresses) AF_RETURN_IF_ERROR(peers_.connect_if_lower(address, deadline));
+  for (auto& [loc, address] : addresses) AF_RETURN_IF_ERROR(peers_.connect_if_lower(address, deadline, loc));
   auto graph = Graph::deserialize(m.graph_def);
   if (!graph.ok()) return graph.status().with_context("the partition for " + m.location + " on " + where_);
   auto transport = std::make_shared<PeerEdges>(m.session, std::move(addresses), peers_, *this);

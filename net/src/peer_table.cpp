@@ -19,7 +19,8 @@ void PeerTable::close_all() {
   dialed.clear();
 }
 
-Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline) {
+Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline,
+                                   const std::string& location) {
   if (address == self_ || !(self_ < address)) return Status::OK();
   // One dial at a time: two registrations racing to dial one peer would leave the peer
   // holding the connection this side dropped, and its edges would go nowhere.
@@ -37,7 +38,9 @@ Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clo
   if (port < 1 || port > 65535) return invalid_argument("peer address '" + address + "' has a bad port");
   auto c = DaemonClient::connect(host, static_cast<uint16_t>(port), token_, "af://" + address, deadline, dial_options_,
                                  std::string(kPeerPrefix) + self_);
-  if (!c.ok()) return c.status().with_context("connecting to the peer daemon at " + address);
+  if (!c.ok())
+    return c.status().with_context("connecting to the peer daemon " + (location.empty() ? "" : "of " + location + " ") +
+                                   "at " + address);
   std::shared_ptr<DaemonClient> client(std::move(c).value());
   client->set_message_handler(on_message_);
   if (log_) {

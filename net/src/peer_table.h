@@ -31,8 +31,10 @@ class PeerTable {
   const std::string& self() const { return self_; }
 
   // Dials `address` when this daemon's address is the lower one and no live connection
-  // exists; the higher side waits for the dial. By `deadline`.
-  Status connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline);
+  // exists; the higher side waits for the dial. By `deadline`. `location` (the peer's, as
+  // /job:ps/task:0/cpu:0) names it in the error.
+  Status connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline,
+                          const std::string& location = "");
   // An accepted connection whose Hello said "peer <address>".
   void accepted(const std::string& address, const std::shared_ptr<Connection>& c);
   // Closes the dialed connections and waits for their io threads, so no frame arrives
