@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -438,4 +439,57 @@ TEST_CASE("a daemon restarted on its port after kill -9: the same session's next
   const bool redialed = near.log().find("is back: connected again") != std::string::npos ||
                         far->log().find("peer daemon /job:worker/task:0") != std::string::npos;
   CHECK_MESSAGE(redialed, near.log() << far->log());
+}
+
+TEST_CASE("8 threads mid-step when a daemon is killed: every step fails by the failure, none by its deadline") {
+  REQUIRE(aftnet::daemon_built());
+  DaemonProcess near(kToken, 0);
+  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
+  REQUIRE_MESSAGE(near.started(), near.log());
+  REQUIRE_MESSAGE(far.started(), far.log());
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 120000;
+  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
+                                  std::chrono::milliseconds(300));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+  constexpr int kThreads = 8;
+  std::atomic<int> failed{0}, ran{0};
+  std::mutex mu;
+  std::string first_error;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&] {
+      // Steps until one fails: the kill lands while every thread has one in flight.
+      for (int k = 0; k < 1000; ++k) {
+        auto r = chain->run();
+        if (r.ok()) {
+          ++ran;
+          continue;
+        }
+        ++failed;
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.empty()) first_error = r.status().to_string();
+        return;
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  far.kill9();
+  const auto killed = std::chrono::steady_clock::now();
+  for (auto& t : threads) t.join();  // bounded by the steps' deadline at worst
+  const auto took = std::chrono::steady_clock::now() - killed;
+  INFO(first_error);
+  CHECK(failed == kThreads);
+  CHECK(took < std::chrono::seconds(30));
+  CHECK(first_error.find("/job:worker/task:1") != std::string::npos);
+  MESSAGE(ran.load() << " steps ran before the kill, in " << std::chrono::duration<double>(killed - t0).count() << " s");
+  // The near daemon serves a new session.
+  af::Graph h;
+  auto a = af::constant(h, 3.0f, "a") * 2.0;
+  auto sh = af::Session::create(h, near.target(), opts);
+  REQUIRE_MESSAGE(sh.ok(), sh.status().to_string());
+  auto fine = sh->run({a});
+  REQUIRE_MESSAGE(fine.ok(), fine.status().to_string());
+  CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
 }
