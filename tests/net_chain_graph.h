@@ -20,7 +20,9 @@ struct ChainStep {
   static actorflow::Tensor input() { return actorflow::Tensor::filled(actorflow::f32, {512, 512}, 0.5); }
   // Every element of the chain stays 0.5 (no denormals), so the sum is 0.5 * 512 * 512.
   static constexpr float kSum = 131072.0f;
-  actorflow::Result<std::vector<actorflow::Tensor>> run() { return session->run({sum}, {{x, input()}}); }
+  actorflow::Result<std::vector<actorflow::Tensor>> run(const actorflow::RunOptions& options = {}) {
+    return session->run(options, {sum}, {{x, input()}});
+  }
 };
 
 // A session on `target` (worker 0 and worker 1) whose step has just taken `at_least`: the
