@@ -19,6 +19,10 @@ worker_lost_async / worker_lost_sync
 ps_lost      kill -9 of ps 1 mid-training: the workers wait and retry; ps 1 restarted at its
              address comes back empty, the chief restores the last checkpoint (taken every
              --save_checkpoint_secs), everyone goes on and ends with exit 0.
+ps_hung_async / ps_hung_sync
+             ps 0 stopped (SIGSTOP) past the peer timeout (a hung host, a cut link), then
+             resumed: the workers see it dead, wait, and go on from the global step they
+             were at (the ps kept its variables: no checkpoint restored, no step lost).
 chief_lost   kill -9 of the chief: the others go on; the chief restarted resumes from the
              last checkpoint and the run ends normally.
 tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
@@ -273,6 +277,42 @@ def case_ps_lost(samples, tmp):
         c.kill_all()
 
 
+def case_ps_hung(samples, tmp, mode):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    # A short beat everywhere, so the stop outlasts the peer timeout within seconds.
+    extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5", "--sync_mode", mode,
+             "--heartbeat_ms", "200", "--peer_timeout_ms", "1500", "--sync_timeout_ms", "1500"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, extra, env=env)
+    ps, _ = c.procs["ps0"]
+    try:
+        wait_for_progress(c, "worker0")
+        time.sleep(1.0)  # periodic checkpoints exist: a rollback would have one to go to
+        os.killpg(ps.pid, signal.SIGSTOP)
+        t0 = time.time()
+        while (c.output("worker0") + c.output("worker1")).count("waiting for the cluster to recover") < 1 \
+                and time.time() - t0 < 30:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        os.killpg(ps.pid, signal.SIGCONT)
+        r = finish(c, names, 300)
+        print("chief:", r, flush=True)
+        log = c.output("worker0") + c.output("worker1")
+        failed = [int(m) for m in re.findall(r"the step at global step (\d+) failed", log)]
+        back = [int(m) for m in re.findall(r"the cluster is back at global step (\d+)", log)]
+        check(failed, "no worker saw the stopped ps as lost")
+        check(back, "no worker said the cluster was back")
+        check("restored" not in log, "a checkpoint was restored: the resumed ps had lost its variables")
+        if failed and back:
+            check(min(back) >= min(failed), f"training went back from global step {min(failed)} to {min(back)}")
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung ps")
+    finally:
+        try:
+            os.killpg(ps.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        c.kill_all()
+
+
 def case_chief_lost(samples, tmp):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5"]
@@ -375,6 +415,10 @@ def main():
             case_worker_lost(samples, tmp, "sync")
         elif case == "ps_lost":
             case_ps_lost(samples, tmp)
+        elif case == "ps_hung_async":
+            case_ps_hung(samples, tmp, "async")
+        elif case == "ps_hung_sync":
+            case_ps_hung(samples, tmp, "sync")
         elif case == "chief_lost":
             case_chief_lost(samples, tmp)
         elif case == "ssp":

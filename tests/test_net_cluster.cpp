@@ -520,3 +520,56 @@ TEST_CASE("steps that time out mid-way leave no held credit or edge behind: the 
     CHECK(r->at(0).to_vector<float>().at(0) == aftnet::ChainStep::kSum);
   }
 }
+
+TEST_CASE("a named container's variables outlive every session that used it, as a TF server's containers do") {
+  REQUIRE(aftnet::daemon_built());
+  DaemonProcess worker(kToken, 0);
+  DaemonProcess ps(kToken, 0, {"--job_name", "ps", "--task_index", "0"});
+  REQUIRE_MESSAGE(worker.started(), worker.log());
+  REQUIRE_MESSAGE(ps.started(), ps.log());
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  const std::string target = "/job:worker/task:0=" + worker.target() + ",/job:ps/task:0=" + ps.target();
+  af::Graph g;
+  af::Output x, v, bump, y;
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    x = af::placeholder(g, af::f32, {2}, "x");
+  }
+  {
+    af::DeviceScope d(g, "/job:ps/task:0");
+    v = af::variable(g, af::Tensor::from_vector(std::vector<float>{1, 2}, {2}), "v");
+    bump = af::assign_add(v, x, "bump");
+  }
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    y = v * 1.0;
+  }
+  auto session = [&](const std::string& container) {
+    af::SessionOptions opts;
+    opts.step_timeout_ms = 20000;
+    opts.shared_container = container;
+    auto s = af::Session::create(g, target, opts);
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+    return std::move(s).value();
+  };
+  {
+    // Every connection of this session closes at the end of the block, as when a ps
+    // hangs past the peer timeout or a link is cut: no session holds the container then.
+    af::Session first = session("model");
+    REQUIRE(first.run_init().ok());
+    auto bumped = first.run({bump}, {{x, af::Tensor::from_vector(std::vector<float>{10, 20}, {2})}});
+    REQUIRE_MESSAGE(bumped.ok(), bumped.status().to_string());
+  }
+  af::Session later = session("model");
+  auto kept = later.run({y});
+  REQUIRE_MESSAGE(kept.ok(), kept.status().to_string() << "\n" << ps.log());
+  CHECK(kept->at(0).to_vector<float>() == std::vector<float>{11, 22});
+  // Another container, or a session's own variables, start uninitialized.
+  for (const char* other : {"another", ""}) {
+    INFO("container '" << other << "'");
+    af::Session s = session(other);
+    auto fresh = s.run({y});
+    REQUIRE_FALSE(fresh.ok());
+    CHECK(fresh.status().code() == af::Code::failed_precondition);
+  }
+}

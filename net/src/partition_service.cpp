@@ -99,6 +99,8 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
       e->variables = std::make_shared<ResourceMgr>();
       slot = e->variables;
     }
+    // Named containers have the top bit of their scope set (cluster_session.cpp).
+    if (m.variable_scope >> 63) containers_.emplace(std::make_pair(m.variable_scope, m.location), e->variables);
   }
   auto ex = runtime::make_partition_executor(std::move(graph).value(), e->rendezvous, opts, e->variables);
   if (!ex.ok()) return ex.status().with_context("the partition for " + m.location + " on " + where_);
@@ -181,6 +183,18 @@ void PartitionService::abort_step(uint64_t handle, uint64_t step, const Status& 
   if (e) e->executor->abort_step(static_cast<int64_t>(step), why);
 }
 
+void PartitionService::release_containers(const std::vector<std::shared_ptr<Entry>>& gone) {
+  for (auto& g : gone) {
+    if (!g || !g->variables) continue;
+    bool named = false;
+    for (auto& [key, held] : containers_) named = named || held == g->variables;
+    if (!named) continue;
+    bool used = false;
+    for (auto& [h, e] : entries_) used = used || e->variables == g->variables;
+    if (!used) g->variables->clear_resources();
+  }
+}
+
 void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   std::shared_ptr<Entry> gone;
   std::lock_guard<std::mutex> lock(mu_);
@@ -188,6 +202,7 @@ void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   if (it != entries_.end() && it->second->owner == owner) {
     gone = std::move(it->second);
     entries_.erase(it);
+    release_containers({gone});
   }
   // Steps waiting for edges from the other partitions would otherwise hold the executor's
   // close until their deadline.
@@ -224,6 +239,7 @@ size_t PartitionService::close_owner(uint64_t owner) {
         ++it;
       }
     }
+    release_containers(gone);
   }
   // The client is gone: its steps in flight end now rather than at their deadline, which
   // also frees the worker threads a closing executor would hold.

@@ -61,14 +61,25 @@ class PartitionService {
   struct Entry;
   std::shared_ptr<runtime::EdgeRendezvous> route(uint64_t session, const std::string& location);
   void abort_where(const std::function<bool(uint64_t handle, const Entry&)>& pick, const Status& why);
+  // Called under mu_ with partitions just removed: a named container none of the partitions
+  // left uses keeps its variables and drops its coordination state.
+  void release_containers(const std::vector<std::shared_ptr<Entry>>& gone);
 
   std::string where_;
   PeerTable& peers_;
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
   std::map<std::pair<uint64_t, std::string>, std::weak_ptr<runtime::EdgeRendezvous>> routes_;
-  // (variable scope, location) -> the variables its partitions share.
+  // (variable scope, location) -> the variables its partitions share: a session's own
+  // scope lives as long as its partitions do.
   std::map<std::pair<uint64_t, std::string>, std::weak_ptr<ResourceMgr>> variables_;
+  // A named container's (SessionOptions::shared_container) variables live as long as the
+  // daemon, as a TF server's containers do: workers that all lost their connections at
+  // once (a hung ps, a cut link) find the model where they left it, not a checkpoint
+  // behind. Its coordination state (sync accumulators and rounds, clocks) goes when its
+  // last partition does: a sync round cut mid-way would otherwise stay half taken, and
+  // the chief, retrying it, wait for gradients the accumulator then calls stale.
+  std::map<std::pair<uint64_t, std::string>, std::shared_ptr<ResourceMgr>> containers_;
   uint64_t next_handle_ = kFirstPartitionHandle;
 };
 
