@@ -23,6 +23,10 @@ ps_hung_async / ps_hung_sync
              ps 0 stopped (SIGSTOP) past the peer timeout (a hung host, a cut link), then
              resumed: the workers see it dead, wait, and go on from the global step they
              were at (the ps kept its variables: no checkpoint restored, no step lost).
+worker_hung_async / worker_hung_sync
+             worker 1 stopped (SIGSTOP) past the peer timeout, then resumed: the ps drops it
+             and the chief trains on (in sync mode a round goes on without it, saying so);
+             worker 1, running again, reconnects and trains to the end; everyone exits 0.
 chief_lost   kill -9 of the chief: the others go on; the chief restarted resumes from the
              last checkpoint and the run ends normally.
 tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
@@ -313,6 +317,40 @@ def case_ps_hung(samples, tmp, mode):
         c.kill_all()
 
 
+def case_worker_hung(samples, tmp, mode):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    extra = ["--epoch_number", "200", "--slow_step_ms", "10", "--sync_mode", mode,
+             "--heartbeat_ms", "200", "--peer_timeout_ms", "1500", "--sync_timeout_ms", "1500"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, extra, env=env)
+    w1, _ = c.procs["worker1"]
+    try:
+        wait_for_progress(c, "worker0")
+        os.killpg(w1.pid, signal.SIGSTOP)
+        before = c.output("worker0").count("global step ")
+        time.sleep(4.0)  # past the peer timeout: the ps has dropped worker 1
+        check(c.procs["worker0"][0].poll() is None, f"the chief ended while worker 1 hung:\n{c.output('worker0')[-2000:]}")
+        os.killpg(w1.pid, signal.SIGCONT)
+        r = finish(c, names, 300)
+        print("chief:", r, flush=True)
+        check("sent nothing for 1500 ms" in c.output("ps0"), "the ps did not drop the stopped worker 1")
+        w1r = result(c.output("worker1")) or {}
+        m = re.search(r"training to global step (\d+)", c.output("worker1"))
+        target = int(m.group(1)) if m else 1
+        check(int(w1r.get("global_step", 0)) >= target,
+              f"worker 1 ended at global step {w1r.get('global_step')}, before the end ({target})")
+        check(c.output("worker0").count("global step ") > before, "the chief made no progress")
+        if mode == "sync":
+            check("goes on with 1 of 2" in c.output("worker0") + c.output("ps0"),
+                  "no log line says a sync round went on without worker 1")
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung worker")
+    finally:
+        try:
+            os.killpg(w1.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        c.kill_all()
+
+
 def case_chief_lost(samples, tmp):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5"]
@@ -419,6 +457,10 @@ def main():
             case_ps_hung(samples, tmp, "async")
         elif case == "ps_hung_sync":
             case_ps_hung(samples, tmp, "sync")
+        elif case == "worker_hung_async":
+            case_worker_hung(samples, tmp, "async")
+        elif case == "worker_hung_sync":
+            case_worker_hung(samples, tmp, "sync")
         elif case == "chief_lost":
             case_chief_lost(samples, tmp)
         elif case == "ssp":
