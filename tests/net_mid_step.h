@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "net_chain_graph.h"
 #include "test_net_daemon_process.h"
@@ -17,6 +18,24 @@
 namespace aftnet {
 
 namespace af = actorflow;
+
+// Two daemons as the tasks of a chain step (net_chain_graph.h): worker 0 ("near") waits
+// for worker 1 ("far"). Their extra flags come after the ones that name worker 1.
+struct NearFar {
+  NearFar(const std::string& token, std::vector<std::string> near_flags = {}, std::vector<std::string> far_flags = {})
+      : near(token, 0, std::move(near_flags)), far(token, 0, named_task1(std::move(far_flags))) {}
+  DaemonProcess near, far;
+  bool started() { return near.started() && far.started(); }
+  std::string logs() const { return "--- near (worker 0):\n" + near.log() + "--- far (worker 1):\n" + far.log(); }
+  std::string target() const { return "/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(); }
+
+ private:
+  static std::vector<std::string> named_task1(std::vector<std::string> more) {
+    std::vector<std::string> f = {"--job_name", "worker", "--task_index", "1"};
+    f.insert(f.end(), more.begin(), more.end());
+    return f;
+  }
+};
 
 // The far daemon of a chain step (net_chain_graph.h) is lost mid-step by `lose`: the step
 // fails within `within`, naming the far task; the near daemon, with one worker thread,

@@ -281,6 +281,14 @@ def case_ps_lost(samples, tmp):
         c.kill_all()
 
 
+def resume(p):
+    """SIGCONT to a process group this case stopped, whatever happened since."""
+    try:
+        os.killpg(p.pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
 def case_ps_hung(samples, tmp, mode):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     # A short beat everywhere, so the stop outlasts the peer timeout within seconds.
@@ -297,7 +305,7 @@ def case_ps_hung(samples, tmp, mode):
                 and time.time() - t0 < 30:
             time.sleep(0.05)
         time.sleep(1.0)
-        os.killpg(ps.pid, signal.SIGCONT)
+        resume(ps)
         r = finish(c, names, 300)
         print("chief:", r, flush=True)
         log = c.output("worker0") + c.output("worker1")
@@ -310,10 +318,7 @@ def case_ps_hung(samples, tmp, mode):
             check(min(back) >= min(failed), f"training went back from global step {min(failed)} to {min(back)}")
         check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung ps")
     finally:
-        try:
-            os.killpg(ps.pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
+        resume(ps)
         c.kill_all()
 
 
@@ -329,7 +334,7 @@ def case_worker_hung(samples, tmp, mode):
         before = c.output("worker0").count("global step ")
         time.sleep(4.0)  # past the peer timeout: the ps has dropped worker 1
         check(c.procs["worker0"][0].poll() is None, f"the chief ended while worker 1 hung:\n{c.output('worker0')[-2000:]}")
-        os.killpg(w1.pid, signal.SIGCONT)
+        resume(w1)
         r = finish(c, names, 300)
         print("chief:", r, flush=True)
         check("sent nothing for 1500 ms" in c.output("ps0"), "the ps did not drop the stopped worker 1")
@@ -344,10 +349,7 @@ def case_worker_hung(samples, tmp, mode):
                   "no log line says a sync round went on without worker 1")
         check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung worker")
     finally:
-        try:
-            os.killpg(w1.pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
+        resume(w1)
         c.kill_all()
 
 

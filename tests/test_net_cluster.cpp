@@ -305,12 +305,12 @@ TEST_CASE("a client killed mid-step: its daemons end its step at once and free i
   REQUIRE_MESSAGE(::access(AF_NET_CLIENT_CHILD, X_OK) == 0, AF_NET_CLIENT_CHILD << " is not built (it is built with this test)");
   // One worker thread on the waiting daemon: freeing the client's partition must not queue
   // behind the very step it has to end.
-  DaemonProcess near(kToken, 0, {"--worker_threads", "1"});
-  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
-  auto logs = [&] { return "--- near (worker 0):\n" + near.log() + "--- far (worker 1):\n" + far.log(); };
-  REQUIRE_MESSAGE(near.started(), logs());
-  REQUIRE_MESSAGE(far.started(), logs());
-  const std::string target = "/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target();
+  aftnet::NearFar c(kToken, {"--worker_threads", "1"});
+  auto& near = c.near;
+  auto& far = c.far;
+  auto logs = [&] { return c.logs(); };
+  REQUIRE_MESSAGE(c.started(), logs());
+  const std::string target = c.target();
   auto env = aft::environment_without({"ACTORFLOW_TOKEN"});
   env.push_back(std::string("ACTORFLOW_TOKEN=") + kToken);
   // Ready once its chain takes a second a step; then it runs one more step, with no deadline.
@@ -359,16 +359,15 @@ TEST_CASE("a client killed mid-step: its daemons end its step at once and free i
 
 TEST_CASE("a daemon killed mid-step fails that step at once, naming it, and the daemon left frees its part") {
   REQUIRE(aftnet::daemon_built());
-  DaemonProcess near(kToken, 0, {"--worker_threads", "1"});
-  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
-  REQUIRE_MESSAGE(near.started(), near.log());
-  REQUIRE_MESSAGE(far.started(), far.log());
+  aftnet::NearFar c(kToken, {"--worker_threads", "1"});
+  REQUIRE_MESSAGE(c.started(), c.logs());
   aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
   af::SessionOptions opts;
   opts.step_timeout_ms = 120000;  // far beyond this test's patience: the failure must come sooner
-  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
-                                  std::chrono::seconds(1));
-  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+  auto chain = aftnet::chain_step(c.target(), opts, std::chrono::seconds(1));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << c.logs());
+  auto& near = c.near;
+  auto& far = c.far;
   aftnet::lose_far_mid_step(near, far, [&] { far.kill9(); }, std::chrono::seconds(30), *chain);
   CHECK_MESSAGE(near.terminate(std::chrono::seconds(40)) == 0, near.log());
 }
@@ -377,13 +376,12 @@ TEST_CASE("a daemon stopped mid-step (SIGSTOP) fails that step by the peer timeo
   REQUIRE(aftnet::daemon_built());
   // Every process of the cluster on the same short beat: a silent peer is dropped after 1.5 s.
   const std::vector<std::string> beat = {"--heartbeat_ms", "200", "--peer_timeout_ms", "1500"};
-  std::vector<std::string> near_flags = beat, far_flags = beat;
+  std::vector<std::string> near_flags = beat;
   near_flags.insert(near_flags.end(), {"--worker_threads", "1"});
-  far_flags.insert(far_flags.end(), {"--job_name", "worker", "--task_index", "1"});
-  DaemonProcess near(kToken, 0, near_flags);
-  DaemonProcess far(kToken, 0, far_flags);
-  REQUIRE_MESSAGE(near.started(), near.log());
-  REQUIRE_MESSAGE(far.started(), far.log());
+  aftnet::NearFar c(kToken, near_flags, beat);
+  REQUIRE_MESSAGE(c.started(), c.logs());
+  auto& near = c.near;
+  auto& far = c.far;
   afn::set_client_heartbeat(200, 1500);
   struct Restore {
     ~Restore() { afn::set_client_heartbeat(1000, 10000); }  // the documented defaults
@@ -391,9 +389,8 @@ TEST_CASE("a daemon stopped mid-step (SIGSTOP) fails that step by the peer timeo
   aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
   af::SessionOptions opts;
   opts.step_timeout_ms = 120000;
-  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
-                                  std::chrono::seconds(1));
-  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+  auto chain = aftnet::chain_step(c.target(), opts, std::chrono::seconds(1));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << c.logs());
   struct Resume {
     pid_t pid;
     ~Resume() { ::kill(pid, SIGCONT); }  // never leave it stopped, even when a check fails
@@ -443,16 +440,15 @@ TEST_CASE("a daemon restarted on its port after kill -9: the same session's next
 
 TEST_CASE("8 threads mid-step when a daemon is killed: every step fails by the failure, none by its deadline") {
   REQUIRE(aftnet::daemon_built());
-  DaemonProcess near(kToken, 0);
-  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
-  REQUIRE_MESSAGE(near.started(), near.log());
-  REQUIRE_MESSAGE(far.started(), far.log());
+  aftnet::NearFar c(kToken);
+  REQUIRE_MESSAGE(c.started(), c.logs());
+  auto& near = c.near;
+  auto& far = c.far;
   aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
   af::SessionOptions opts;
   opts.step_timeout_ms = 120000;
-  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
-                                  std::chrono::milliseconds(300));
-  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+  auto chain = aftnet::chain_step(c.target(), opts, std::chrono::milliseconds(300));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << c.logs());
   constexpr int kThreads = 8;
   std::atomic<int> failed{0}, ran{0};
   std::mutex mu;
@@ -496,17 +492,14 @@ TEST_CASE("8 threads mid-step when a daemon is killed: every step fails by the f
 
 TEST_CASE("steps that time out mid-way leave no held credit or edge behind: the next steps of the kind run") {
   REQUIRE(aftnet::daemon_built());
-  DaemonProcess near(kToken, 0);
-  DaemonProcess far(kToken, 0, {"--job_name", "worker", "--task_index", "1"});
-  REQUIRE_MESSAGE(near.started(), near.log());
-  REQUIRE_MESSAGE(far.started(), far.log());
+  aftnet::NearFar c(kToken);
+  REQUIRE_MESSAGE(c.started(), c.logs());
   aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
   af::SessionOptions opts;
   opts.step_timeout_ms = 60000;
   opts.edge_capacity = 1;  // one credit per edge: a credit kept by an aborted step would stall the next
-  auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(), opts,
-                                  std::chrono::milliseconds(400));
-  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+  auto chain = aftnet::chain_step(c.target(), opts, std::chrono::milliseconds(400));
+  REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << c.logs());
   af::RunOptions hasty;
   hasty.timeout_ms = 50;
   for (int i = 0; i < 3; ++i) {
@@ -516,7 +509,7 @@ TEST_CASE("steps that time out mid-way leave no held credit or edge behind: the 
   }
   for (int i = 0; i < 3; ++i) {
     auto r = chain->run();
-    REQUIRE_MESSAGE(r.ok(), r.status().to_string() << "\n" << near.log() << far.log());
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string() << "\n" << c.logs());
     CHECK(r->at(0).to_vector<float>().at(0) == aftnet::ChainStep::kSum);
   }
 }
@@ -529,21 +522,16 @@ TEST_CASE("a named container's variables outlive every session that used it, as 
   REQUIRE_MESSAGE(ps.started(), ps.log());
   aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
   const std::string target = "/job:worker/task:0=" + worker.target() + ",/job:ps/task:0=" + ps.target();
+  // The variable and its update on the ps; the rest on the first task listed, worker 0.
   af::Graph g;
-  af::Output x, v, bump, y;
-  {
-    af::DeviceScope d(g, "/job:worker/task:0");
-    x = af::placeholder(g, af::f32, {2}, "x");
-  }
+  auto x = af::placeholder(g, af::f32, {2}, "x");
+  af::Output v, bump;
   {
     af::DeviceScope d(g, "/job:ps/task:0");
     v = af::variable(g, af::Tensor::from_vector(std::vector<float>{1, 2}, {2}), "v");
     bump = af::assign_add(v, x, "bump");
   }
-  {
-    af::DeviceScope d(g, "/job:worker/task:0");
-    y = v * 1.0;
-  }
+  auto y = v * 1.0;
   auto session = [&](const std::string& container) {
     af::SessionOptions opts;
     opts.step_timeout_ms = 20000;

@@ -146,15 +146,14 @@ TEST_CASE("needs openssl: over TLS, a daemon killed or stopped mid-step fails th
       f.insert(f.end(), more.begin(), more.end());
       return f;
     };
-    DaemonProcess near{kToken, 0, flags("node0", {"--worker_threads", "1"})};
-    DaemonProcess far{kToken, 0, flags("node1", {"--job_name", "worker", "--task_index", "1"})};
-    REQUIRE_MESSAGE(near.started(), near.log());
-    REQUIRE_MESSAGE(far.started(), far.log());
+    aftnet::NearFar c(kToken, flags("node0", {"--worker_threads", "1"}), flags("node1", {}));
+    REQUIRE_MESSAGE(c.started(), c.logs());
+    auto& near = c.near;
+    auto& far = c.far;
     af::SessionOptions opts;
     opts.step_timeout_ms = 120000;
-    auto chain = aftnet::chain_step("/job:worker/task:0=" + near.target() + ",/job:worker/task:1=" + far.target(),
-                                    opts, std::chrono::seconds(1));
-    REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << near.log() << far.log());
+    auto chain = aftnet::chain_step(c.target(), opts, std::chrono::seconds(1));
+    REQUIRE_MESSAGE(chain.ok(), chain.status().to_string() << "\n" << c.logs());
     const bool stop = std::string(how) == "SIGSTOP";
     aftnet::lose_far_mid_step(
         near, far, [&] { stop ? (void)::kill(far.pid(), SIGSTOP) : far.kill9(); }, std::chrono::seconds(20), *chain);
