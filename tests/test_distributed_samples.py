@@ -330,6 +330,12 @@ def case_worker_hung(samples, tmp, mode):
     w1, _ = c.procs["worker1"]
     try:
         wait_for_progress(c, "worker0")
+        # Worker 1 trains too (it joins once the chief has initialized): stopped before
+        # that, it would hold no connection for the ps to drop.
+        t0 = time.time()
+        while "training to global step" not in c.output("worker1") and time.time() - t0 < 120:
+            time.sleep(0.05)
+        time.sleep(0.5)
         os.killpg(w1.pid, signal.SIGSTOP)
         before = c.output("worker0").count("global step ")
         time.sleep(4.0)  # past the peer timeout: the ps has dropped worker 1
