@@ -64,6 +64,7 @@ struct PartitionService::Entry {
   std::string location;
   std::shared_ptr<runtime::EdgeRendezvous> rendezvous;
   std::shared_ptr<ResourceMgr> variables;
+  bool in_container = false;  // its variables are a named container's (containers_)
   std::unique_ptr<runtime::PartitionExecutor> executor;
 };
 
@@ -100,7 +101,8 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
       slot = e->variables;
     }
     // Named containers have the top bit of their scope set (cluster_session.cpp).
-    if (m.variable_scope >> 63) containers_.emplace(std::make_pair(m.variable_scope, m.location), e->variables);
+    e->in_container = (m.variable_scope >> 63) != 0;
+    if (e->in_container) containers_.emplace(std::make_pair(m.variable_scope, m.location), e->variables);
   }
   auto ex = runtime::make_partition_executor(std::move(graph).value(), e->rendezvous, opts, e->variables);
   if (!ex.ok()) return ex.status().with_context("the partition for " + m.location + " on " + where_);
@@ -185,10 +187,7 @@ void PartitionService::abort_step(uint64_t handle, uint64_t step, const Status& 
 
 void PartitionService::release_containers(const std::vector<std::shared_ptr<Entry>>& gone) {
   for (auto& g : gone) {
-    if (!g || !g->variables) continue;
-    bool named = false;
-    for (auto& [key, held] : containers_) named = named || held == g->variables;
-    if (!named) continue;
+    if (!g || !g->in_container) continue;
     bool used = false;
     for (auto& [h, e] : entries_) used = used || e->variables == g->variables;
     if (!used) g->variables->clear_resources();
