@@ -1,7 +1,9 @@
-// A step slow enough to be interrupted mid-way, cut over two daemons: a chain of 512x512
-// matmuls on /job:worker/task:1 whose sum /job:worker/task:0 waits for (an edge with no
-// other way to arrive). For the net tests that kill or stop a process mid-step, and for
-// tests/net_client_child.cpp, the client they kill; no test framework here.
+// A step slow enough to be interrupted mid-way: a chain of 512x512 matmuls whose sum is
+// fetched. Cut over two daemons by default, the chain on /job:worker/task:1 and the sum
+// on /job:worker/task:0, which waits for it (an edge with no other way to arrive); with
+// both devices "" the whole step runs on one daemon. For the net tests that interrupt a
+// step (kill, stop, deadline, SIGTERM) and for tests/net_client_child.cpp, the client they
+// kill; no test framework here.
 #pragma once
 #include <actorflow/actorflow.h>
 
@@ -25,10 +27,12 @@ struct ChainStep {
   }
 };
 
-// A session on `target` (worker 0 and worker 1) whose step has just taken `at_least`: the
-// chain doubles from 32 matmuls until one step is that slow.
+// A session on `target` whose step has just taken `at_least`: the chain doubles from 32
+// matmuls until one step is that slow. The chain runs on `far`, the sum on `near`.
 inline actorflow::Result<ChainStep> chain_step(const std::string& target, const actorflow::SessionOptions& opts,
-                                               std::chrono::milliseconds at_least) {
+                                               std::chrono::milliseconds at_least,
+                                               const std::string& far = "/job:worker/task:1",
+                                               const std::string& near = "/job:worker/task:0") {
   namespace af = actorflow;
   ChainStep c;
   for (int depth = 32; depth <= (1 << 14); depth *= 2) {
@@ -37,13 +41,15 @@ inline actorflow::Result<ChainStep> chain_step(const std::string& target, const 
     c.depth = depth;
     af::Output y;
     {
-      af::DeviceScope far(*c.graph, "/job:worker/task:1");
+      std::optional<af::DeviceScope> on;
+      if (!far.empty()) on.emplace(*c.graph, far);
       c.x = af::placeholder(*c.graph, af::f32, {512, 512}, "x");
       y = c.x;
       for (int i = 0; i < depth; ++i) y = af::matmul(y, c.x) * (1.0 / 256);
     }
     {
-      af::DeviceScope near(*c.graph, "/job:worker/task:0");
+      std::optional<af::DeviceScope> on;
+      if (!near.empty()) on.emplace(*c.graph, near);
       c.sum = af::reduce_sum(y, {}, false, "waits_for_the_chain");
     }
     AF_ASSIGN_OR_RETURN(af::Session s, af::Session::create(*c.graph, target, opts));

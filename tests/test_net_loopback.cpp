@@ -13,6 +13,7 @@
 #include <thread>
 #include <random>
 
+#include "net_chain_graph.h"
 #include "random_dag.h"
 #include "test_net_daemon_process.h"
 
@@ -28,42 +29,6 @@ using RandomGraph = aftpart::PlacedDag;
 void build_random_dag(RandomGraph& rg, std::mt19937& rng) { aftpart::build_placed_dag(rg, rng, {""}, 0); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// A step long enough to be caught mid-way: a chain of 512x512 matmuls.
-struct SlowGraph {
-  af::Graph g;
-  af::Output x;
-  af::Output y;
-  explicit SlowGraph(int depth) {
-    x = af::placeholder(g, af::f32, {512, 512}, "x");
-    y = x;
-    for (int i = 0; i < depth; ++i) y = af::matmul(y, x) * (1.0 / 256);  // stays 0.5: no denormals
-  }
-  af::Tensor input() const { return af::Tensor::filled(af::f32, {512, 512}, 0.5); }
-};
-
-// A slow graph whose step takes at least `at_least` on this machine, with its session on
-// `target`: deeper chains until one is slow enough (a few tries at most).
-struct SlowSession {
-  std::unique_ptr<SlowGraph> sg;
-  std::optional<af::Session> sess;
-  std::chrono::steady_clock::duration one_step{};
-};
-SlowSession slow_session(const std::string& target, std::chrono::milliseconds at_least, af::SessionOptions opts = {}) {
-  SlowSession s;
-  for (int depth = 100; depth <= 6400; depth *= 4) {
-    s.sess.reset();
-    s.sg = std::make_unique<SlowGraph>(depth);
-    auto sess = af::Session::create(s.sg->g, target, opts);
-    REQUIRE_MESSAGE(sess.ok(), sess.status().to_string());
-    s.sess.emplace(std::move(sess).value());
-    auto t0 = std::chrono::steady_clock::now();
-    REQUIRE(s.sess->run({s.sg->y}, {{s.sg->x, s.sg->input()}}).ok());
-    s.one_step = std::chrono::steady_clock::now() - t0;
-    if (s.one_step >= at_least) break;
-  }
-  return s;
-}
 
 }  // namespace
 
@@ -219,18 +184,18 @@ TEST_CASE("a step's deadline holds against a daemon that is slow, and SIGTERM dr
   DaemonProcess d(kToken);
   REQUIRE_MESSAGE(d.started(), d.log());
   aftnet::ScopedEnv env("ACTORFLOW_TOKEN", kToken);
-  auto slow = slow_session(d.target(), std::chrono::milliseconds(400));
-  auto& sg = *slow.sg;
-  auto& sess = slow.sess;
+  // The whole chain step on this one daemon (net_chain_graph.h).
+  auto slow = aftnet::chain_step(d.target(), {}, std::chrono::milliseconds(400), "", "");
+  REQUIRE_MESSAGE(slow.ok(), slow.status().to_string() << "\n" << d.log());
   af::RunOptions quick;
   quick.timeout_ms = 50;
   auto t0 = std::chrono::steady_clock::now();
-  auto late = sess->run(quick, {sg.y}, {{sg.x, sg.input()}});
+  auto late = slow->run(quick);
   REQUIRE_FALSE(late.ok());
   CHECK(late.status().code() == af::Code::deadline_exceeded);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
 
-  auto pending = std::async(std::launch::async, [&] { return sess->run({sg.y}, {{sg.x, sg.input()}}); });
+  auto pending = std::async(std::launch::async, [&] { return slow->run(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   int code = d.terminate(std::chrono::seconds(60));
   CHECK(code == 0);
