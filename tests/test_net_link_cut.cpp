@@ -100,8 +100,13 @@ struct CutLink {
     client_ns = ns + "_client";
     outside = "afc" + std::to_string(pid) + "o";
     inside = "afc" + std::to_string(pid) + "i";
-    // A /30 of our own in 10.200.0.0/16, picked by pid. Both addresses have as many
-    // digits, so the worker's (.1) sorts below the ps's (.2) and the worker daemon dials.
+    // A /30 of our own in 10.200.0.0/16, picked by pid, set only on the veth pair between
+    // the two namespaces made here: no interface of this machine's own namespace has it,
+    // and every socket that uses it is opened inside those namespaces (the daemons run
+    // under `ip netns exec`; this thread enters client_ns below before it connects, and
+    // the clients' io threads it starts then are born there). Both
+    // addresses have as many digits, so the worker's (.1) sorts below the ps's (.2) and
+    // the worker daemon dials.
     int third = pid % 256, base = 4 * (3 + (pid / 256) % 60);
     std::string net = "10.200." + std::to_string(third) + ".";
     outside_addr = net + std::to_string(base + 1);
