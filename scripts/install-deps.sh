@@ -10,6 +10,7 @@ PKGS=(
   iperf3  # bench/run wire_throughput_*: the loopback TCP peer
   openssl  # tests/test_net_tls.cpp makes its certificates with the openssl command
   iproute2  # tests/test_net_link_cut.cpp: ip netns and a veth pair (as root)
+  gdb  # scripts/chaos: every task's stacks when a run hangs (test_chaos prints them)
   libsimdjson-dev  # actorflow-serve reads predict bodies with it (optional: nlohmann otherwise)
 )
 missing=()

@@ -6,7 +6,8 @@ usage: test_chaos.py CASE CHAOS_SCRIPT [SAMPLE_BINARY]
 checks   the script's "nothing torn" checkers on made-up files: TFRecord framing with a
          good file, a truncated last record (allowed) and a flipped byte (torn); a whole
          safetensors file and a cut one; a checkpoint dir with files the index does not
-         name (a whole one is counted, a cut one is torn); usage errors (exit 2) for a flag the script owns.
+         name (a whole one is counted, a cut one is torn); a hang's stacks cut to our own
+         frames; usage errors (exit 2) for a flag the script owns.
 short    baseline + chaos run of cancer_classifier, 2 ps + 2 workers, a kill every 3 s for
          20 s (seed 1: the victims cycle through ps, worker and chief, so each role is hit
          at least once): passes only when the script exits 0 (hangs = 0, recoveries =
@@ -93,6 +94,22 @@ def case_checks(script, tmp):
     # counted, not failed.
     check(figures["unindexed"] == ["model.ckpt-11.safetensors"] and not any("ckpt-11" in x for x in problems),
           f"the whole unindexed checkpoint: {figures['unindexed']} {problems}")
+
+    # A hang's report: gdb's stacks cut to our own frames, identical threads counted.
+    bt = """Thread 3 (Thread 0x7f (LWP 12) "af-worker"):
+#0  __futex_abstimed_wait_common64 (private=0) at ./nptl/futex-internal.c:57
+#1  0x00007f in actorflow::runtime::(anonymous namespace)::EdgeRendezvous::wait<int>(long) () from libactorflow.so
+#2  0x00007f in actorflow::net::WorkerPool::loop() () from libactorflow.so
+Thread 2 (Thread 0x7e (LWP 11) "af-worker"):
+#0  0x00007f in actorflow::runtime::EdgeRendezvous::wait<int>(long) () from libactorflow.so
+#1  0x00007f in actorflow::net::WorkerPool::loop() () from libactorflow.so
+Thread 1 (Thread 0x7d (LWP 10) "node"):
+#0  0x00007f in epoll_wait (epfd=4) at epoll_wait.c:30
+#1  0x00007f in actorflow::net::run_io_spinning(asio::io_context&, std::function<bool ()> const&) () from libactorflow.so
+"""
+    digest = mod.stack_digest(bt)
+    check(digest == ["2x runtime::EdgeRendezvous::wait <- net::WorkerPool::loop", "1x net::run_io_spinning"],
+          f"stack_digest: {digest}")
 
     p = subprocess.run([script, sys.executable, "--", "--checkpoint_path", tmp], capture_output=True, text=True, timeout=30)
     check(p.returncode == 2 and "--checkpoint_path is set by scripts/chaos" in p.stderr,

@@ -149,6 +149,9 @@ class ClusterSession final : public SessionImpl {
     for (auto& [loc, m] : msgs) {
       Part& p = kind->parts.at(loc);
       if (p.local) {
+        // The step's deadline holds here too (DaemonClient::start_step sets it for the others).
+        m.timeout_ms = std::max<int64_t>(
+            1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - DaemonClient::Clock::now()).count());
         p.local->daemon->run_step(m, p.local->owner, [arrivals, loc = loc](StepDoneMsg d) {
           std::lock_guard<std::mutex> lock(arrivals->mu);
           arrivals->local_done[loc] = std::move(d);
@@ -210,7 +213,9 @@ class ClusterSession final : public SessionImpl {
           return deadline_exceeded("step " + std::to_string(step) + " did not finish on " + loc + " (" +
                                    p.local->daemon->task() + ", this process) by its deadline");
         }
-        return p.client->wait_step(step, deadline);
+        // Past give_up (a partition failed, and the others had their grace), it answers
+        // now or fails now, rather than at the step's deadline.
+        return p.client->wait_step(step, std::min(deadline, give_up));
       }();
       Status s = r.ok() ? r->status : r.status();
       if (s.ok()) {

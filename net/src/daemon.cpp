@@ -117,23 +117,31 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
   conns[id] = c;
   std::weak_ptr<Connection> weak = c;
   auto authenticated = std::make_shared<bool>(false);
+  auto peer_address = std::make_shared<std::string>();  // set when a peer daemon dialed
   c->start(Connection::Handlers{
-      [this, label, authenticated, weak](const Identity& peer) {
+      [this, label, authenticated, peer_address, weak](const Identity& peer) {
         *authenticated = true;
-        if (peer.task.rfind(kPeerPrefix, 0) == 0)
-          if (auto c = weak.lock()) peers->accepted(peer.task.substr(std::string(kPeerPrefix).size()), c);
+        if (peer.task.rfind(kPeerPrefix, 0) == 0) {
+          *peer_address = peer.task.substr(std::string(kPeerPrefix).size());
+          if (auto c = weak.lock()) peers->accepted(*peer_address, c);
+        }
         log("connection from " + label + " (client '" + peer.task + "') authenticated");
       },
       [this, id, weak](Message&& m) {
         if (auto c = weak.lock()) on_message(id, c, std::move(m));
       },
-      [this, id, label, authenticated](const Status& why) {
+      [this, id, label, authenticated, peer_address](const Status& why) {
         conns.erase(id);
         if (!*authenticated) {
           log("connection from " + label + " closed before authentication: " + why.to_string());
           return;
         }
         log("connection from " + label + " closed: " + why.to_string());
+        // A peer daemon's connection (it dialed this one): the steps exchanging edges
+        // with it end, as when a connection this daemon dialed is lost (peer_table.h).
+        if (!peer_address->empty() && why.code() != Code::cancelled)
+          partitions->peer_lost(*peer_address, Status(Code::unavailable, "the connection from peer daemon " + *peer_address +
+                                                                            " closed: " + why.message()));
         // Its partitions' steps in flight end now, from here: each may hold a worker
         // thread, and with all of them held the freeing below would never run.
         partitions->abort_owner(id);
@@ -356,6 +364,9 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
     if (self->partitions) self->partitions->deliver(m);
   });
   impl->peers->set_log([self](const std::string& line) { self->log(line); });
+  impl->peers->set_on_lost([self](const std::string& address, const Status& why) {
+    if (self->partitions) self->partitions->peer_lost(address, why);
+  });
   {
     TlsFiles files{opts.tls_cert, opts.tls_key, opts.tls_ca};
     if (files.empty()) files = tls_files_from_env();

@@ -5,6 +5,7 @@
 #include "actorflow/net/daemon.h"
 
 #include <atomic>
+#include <set>
 
 #include "actorflow/tensor_codec.h"
 
@@ -65,6 +66,7 @@ struct PartitionService::Entry {
   std::shared_ptr<runtime::EdgeRendezvous> rendezvous;
   std::shared_ptr<ResourceMgr> variables;
   bool in_container = false;  // its variables are a named container's (containers_)
+  std::set<std::string> peers;  // the other daemons of its kind of step (addresses)
   std::unique_ptr<runtime::PartitionExecutor> executor;
 };
 
@@ -84,8 +86,10 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
   for (auto& [loc, address] : addresses) AF_RETURN_IF_ERROR(peers_.connect_if_lower(address, deadline, loc));
   auto graph = Graph::deserialize(m.graph_def);
   if (!graph.ok()) return graph.status().with_context("the partition for " + m.location + " on " + where_);
-  auto transport = std::make_shared<PeerEdges>(m.session, std::move(addresses), peers_, *this);
   auto e = std::make_shared<Entry>();
+  for (auto& [loc, address] : addresses)
+    if (address != peers_.self()) e->peers.insert(address);
+  auto transport = std::make_shared<PeerEdges>(m.session, std::move(addresses), peers_, *this);
   e->owner = owner;
   e->session = m.session;
   e->location = m.location;
@@ -224,6 +228,10 @@ void PartitionService::abort_graph(uint64_t handle, uint64_t owner, const Status
 
 void PartitionService::abort_owner(uint64_t owner, const Status& why) {
   abort_where([&](uint64_t, const Entry& e) { return e.owner == owner; }, why);
+}
+
+void PartitionService::peer_lost(const std::string& address, const Status& why) {
+  abort_where([&](uint64_t, const Entry& e) { return e.peers.count(address) > 0; }, why);
 }
 
 size_t PartitionService::close_owner(uint64_t owner) {

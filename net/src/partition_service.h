@@ -48,6 +48,13 @@ class PartitionService {
   // thread, which may be the very one such a step holds).
   void abort_graph(uint64_t handle, uint64_t owner, const Status& why);
   void abort_owner(uint64_t owner, const Status& why = client_gone());
+  // The connection to the peer daemon at `address` is lost: the partitions of the kinds
+  // of step that span it can never get (or give) its edges again, so they end their
+  // steps now and fail the later ones with `why` (unavailable: the client registers them
+  // afresh). Without this, a partition waiting for an edge that the lost peer had not
+  // yet written would wait for its deadline, while the peer's own part had answered its
+  // client already. Never blocks (io threads call it).
+  void peer_lost(const std::string& address, const Status& why);
   static Status client_gone();
   static Status closed_by_client();
   size_t close_owner(uint64_t owner);

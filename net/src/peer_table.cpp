@@ -1,6 +1,8 @@
 // Connections between daemons; see peer_table.h.
 #include "peer_table.h"
 
+#include <utility>
+
 namespace actorflow::net {
 
 PeerTable::PeerTable(std::string self_address, std::string token, std::function<void(Message&&)> on_message)
@@ -43,21 +45,27 @@ Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clo
                                    "at " + address);
   std::shared_ptr<DaemonClient> client(std::move(c).value());
   client->set_message_handler(on_message_);
-  if (log_) {
-    bool again;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      again = dialed_.count(address) > 0;
-    }
-    log_("peer daemon " + client->daemon().task + " at " + address + (again ? " is back: connected again" : ": connected"));
-    // A lost peer (its process died, or it fell silent past the peer timeout) says so once;
-    // closing the table (cancelled) is no loss.
-    client->set_close_handler([log = log_, address, task = client->daemon().task](const Status& why) {
-      if (why.code() != Code::cancelled) log("peer daemon " + task + " at " + address + " lost: " + why.to_string());
-    });
+  bool again;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    again = dialed_.count(address) > 0;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  dialed_[address] = std::move(client);
+  if (log_) log_("peer daemon " + client->daemon().task + " at " + address + (again ? " is back: connected again" : ": connected"));
+  // A lost peer (its process died, or it fell silent past the peer timeout) says so once,
+  // and the steps that exchange edges with it end; closing the table (cancelled) is no loss.
+  client->set_close_handler([log = log_, lost = on_lost_, address, task = client->daemon().task](const Status& why) {
+    if (why.code() == Code::cancelled) return;
+    if (log) log("peer daemon " + task + " at " + address + " lost: " + why.to_string());
+    if (lost) lost(address, Status(Code::unavailable, "peer daemon " + task + " at " + address + " lost: " + why.message()));
+  });
+  std::shared_ptr<DaemonClient> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = std::exchange(dialed_[address], std::move(client));
+  }
+  // The lost connection joins its io thread as it goes, outside mu_: a frame it still
+  // delivers may send on this table.
+  old.reset();
   return Status::OK();
 }
 

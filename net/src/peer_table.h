@@ -28,6 +28,9 @@ class PeerTable {
   void set_connection_options(ConnectionOptions o) { dial_options_ = std::move(o); }
   // Gets a line when a dialed peer connects, comes back, or is lost. Set before use.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
+  // Called (on the connection's io thread; it must not block) when a dialed peer's
+  // connection is lost, with the peer's address and why. Set before use.
+  void set_on_lost(std::function<void(const std::string& address, const Status& why)> f) { on_lost_ = std::move(f); }
   const std::string& self() const { return self_; }
 
   // Dials `address` when this daemon's address is the lower one and no live connection
@@ -50,6 +53,7 @@ class PeerTable {
   std::mutex dial_mu_;
   std::function<void(Message&&)> on_message_;
   std::function<void(const std::string&)> log_;
+  std::function<void(const std::string&, const Status&)> on_lost_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<DaemonClient>> dialed_;
   std::map<std::string, std::weak_ptr<Connection>> accepted_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <numeric>
@@ -30,6 +31,28 @@ af::Tensor gather_rows(const af::Tensor& t, const std::vector<int64_t>& order, s
   for (size_t i = b; i < e; ++i) std::memcpy(dst + (i - b) * row_bytes, src + static_cast<size_t>(order[i]) * row_bytes, row_bytes);
   return out;
 }
+
+// The mean loss over this task's latest steps (TrainResult::last_loss: the last epoch's),
+// for the progress lines too: a mean since the process started says little once a
+// restarted task has trained a while.
+class RecentLoss {
+ public:
+  explicit RecentLoss(int64_t steps) : cap_(static_cast<size_t>(std::max<int64_t>(1, steps))) {}
+  void add(double loss) {
+    window_.push_back(loss);
+    sum_ += loss;
+    if (window_.size() > cap_) {
+      sum_ -= window_.front();
+      window_.pop_front();
+    }
+  }
+  double mean() const { return window_.empty() ? 0 : sum_ / static_cast<double>(window_.size()); }
+
+ private:
+  size_t cap_;
+  std::deque<double> window_;
+  double sum_ = 0;
+};
 
 // What a lost or restarted task looks like from a step: waiting (and restoring) cures it.
 bool retryable(const af::Status& s) {
@@ -221,8 +244,9 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   af::Tensor val_y = data.y_test.slice_rows(0, val_x.dim(0));
   auto started = Clock::now();
   const afn::EdgeTraffic traffic0 = afn::edge_traffic();
-  int64_t local_steps = 0, examples = 0, first_count = 0, last_count = 0;
-  double last_sum = 0;
+  int64_t local_steps = 0, examples = 0, first_count = 0;
+  // This worker's share of an epoch's steps (in sync mode each step is all of theirs).
+  RecentLoss recent(sync ? steps_per_epoch : steps_per_epoch / std::max(1, task.num_workers));
   int64_t next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
   int64_t next_report = gstep + std::max<int64_t>(1, target / 10);
   while (gstep < target) {
@@ -264,8 +288,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
         r.first_loss += loss;
         ++first_count;
       }
-      last_sum += loss;
-      ++last_count;
+      recent.add(loss);
       if (!task.is_chief) continue;
       if (writer && local_steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       if (f.steps_to_validate > 0 && local_steps % f.steps_to_validate == 0) {
@@ -281,7 +304,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
       if (gstep >= next_report) {
         char at[32];
         std::snprintf(at, sizeof at, "%.2f", std::chrono::duration<double>(Clock::now() - started).count());
-        std::cout << "global step " << gstep << "/" << target << "  loss " << last_sum / static_cast<double>(last_count)
+        std::cout << "global step " << gstep << "/" << target << "  loss " << recent.mean()
                   << "  (" << at << " s)" << std::endl;
         next_report = gstep + std::max<int64_t>(1, target / 10);
       }
@@ -301,7 +324,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   r.steps = gstep;
   r.epochs = static_cast<int>(gstep / steps_per_epoch);
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
-  r.last_loss = last_count ? last_sum / static_cast<double>(last_count) : 0;
+  r.last_loss = recent.mean();
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
   if (!task.is_chief) return r;
 
@@ -409,8 +432,8 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   TrainResult r;
   auto started = Clock::now();
   const afn::EdgeTraffic traffic0 = afn::edge_traffic();
-  int64_t first_count = 0, last_count = 0, examples = 0;
-  double last_sum = 0;
+  int64_t first_count = 0, examples = 0;
+  RecentLoss recent(steps_per_epoch);
   while (gstep < target) {
     if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b + static_cast<size_t>(towers_n) <= order.size() && gstep < target; b += static_cast<size_t>(global_batch)) {
@@ -432,8 +455,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
         r.first_loss += loss;
         ++first_count;
       }
-      last_sum += loss;
-      ++last_count;
+      recent.add(loss);
       if (writer && gstep % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       if (gstep % steps_per_epoch == 0 && gstep < target) AF_RETURN_IF_ERROR(saver.save(sess, f.checkpoint_path, gstep));
     }
@@ -443,7 +465,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   r.steps = gstep;
   r.epochs = static_cast<int>(gstep / steps_per_epoch);
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
-  r.last_loss = last_count ? last_sum / static_cast<double>(last_count) : 0;
+  r.last_loss = recent.mean();
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
   AF_RETURN_IF_ERROR(chief_finish(sess, m, data, f, task, saver, writer, gstep, r));
   return r;

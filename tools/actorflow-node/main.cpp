@@ -10,13 +10,13 @@
 // flight, closes the connections and exits 0.
 #include <actorflow/net/cluster_sources.h>
 #include <actorflow/net/daemon.h>
+#include <actorflow/net/port_file.h>
 #include <actorflow/runtime/scheduler_polling.h>
 
 #include <CLI/CLI.hpp>
 
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 namespace afn = actorflow::net;
@@ -111,11 +111,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!port_file.empty()) {
-    // Written whole, then renamed: a reader never sees a half-written port.
-    std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << (*daemon)->port() << "\n";
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
-      std::cerr << "actorflow-node: cannot write --port_file " << port_file << "\n";
+    if (auto s = afn::write_port_file(port_file, (*daemon)->port()); !s.ok()) {
+      std::cerr << "actorflow-node: " << s.message() << "\n";
       return 2;
     }
   }

@@ -10,6 +10,7 @@
 // and exits 0.
 #include <CLI/CLI.hpp>
 
+#include <actorflow/net/port_file.h>
 #include <actorflow/runtime/scheduler_polling.h>
 
 #include <csignal>
@@ -108,11 +109,8 @@ int main(int argc, char** argv) {
   }
   int port = server->port();
   if (!port_file.empty()) {
-    // Written whole, then renamed: a reader never sees a half-written port.
-    std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
-      std::cerr << "actorflow-serve: cannot write --port_file " << port_file << "\n";
+    if (auto s = actorflow::net::write_port_file(port_file, port); !s.ok()) {
+      std::cerr << "actorflow-serve: " << s.message() << "\n";
       return 2;
     }
   }
