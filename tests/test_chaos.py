@@ -15,6 +15,8 @@ short    baseline + chaos run of cancer_classifier, 2 ps + 2 workers, a kill eve
          nothing torn); prints the RESULT line. The test accuracy is over 114 examples and
          undisturbed runs differ by up to 4 of them, so a run that missed only the accuracy
          goal is run again (said in the output), 3 runs at most; the last one decides.
+short_sync  the same in sync mode (--sync_mode sync --sync_timeout_ms 2000, seed 3: ps0,
+         which holds the round barrier, is killed right after the chief).
 """
 
 import importlib.machinery
@@ -116,10 +118,10 @@ Thread 1 (Thread 0x7d (LWP 10) "node"):
           f"an owned flag: exit {p.returncode}, {p.stderr!r}")
 
 
-def chaos_run(script, sample, workdir):
-    argv = [script, sample, "--ps", "2", "--workers", "2", "--interval", "3", "--duration", "20", "--seed", "1",
+def chaos_run(script, sample, workdir, seed=1, sample_flags=()):
+    argv = [script, sample, "--ps", "2", "--workers", "2", "--interval", "3", "--duration", "20", "--seed", str(seed),
             "--hang_timeout", "30", "--timeout", "100", "--workdir", workdir, "--",
-            "--epoch_number", "100", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5"]
+            "--epoch_number", "100", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5", *sample_flags]
     t0 = time.time()
     p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     seconds = time.time() - t0
@@ -132,7 +134,12 @@ def chaos_run(script, sample, workdir):
     return p, lines, reasons
 
 
-def case_short(script, sample, tmp):
+# Sync training: seed 3 kills ps0 (which holds the round barrier) right after the chief,
+# so the chief's restore sends the global step back behind the surviving ps's accumulators.
+SYNC = {"seed": 3, "sample_flags": ("--sync_mode", "sync", "--sync_timeout_ms", "2000")}
+
+
+def case_short(script, sample, tmp, seed=1, sample_flags=()):
     if not os.path.exists(sample):
         print(f"SKIP: {sample} is not built", flush=True)
         return 77
@@ -141,7 +148,7 @@ def case_short(script, sample, tmp):
     # 0.991 in 8 runs). So a run that missed ONLY the accuracy goal is run again (baseline
     # included), at most 3 runs in all; the last one decides. Any other miss decides at once.
     for attempt in range(1, 4):
-        p, lines, reasons = chaos_run(script, sample, os.path.join(tmp, f"run{attempt}"))
+        p, lines, reasons = chaos_run(script, sample, os.path.join(tmp, f"run{attempt}"), seed, sample_flags)
         if p.returncode == 0 or not reasons or not all("more than 1 point below the baseline" in r for r in reasons):
             break
         if attempt < 3:
@@ -166,6 +173,8 @@ def main():
             case_checks(script, tmp)
         elif case == "short":
             code = case_short(script, sys.argv[3], tmp)
+        elif case == "short_sync":
+            code = case_short(script, sys.argv[3], tmp, **SYNC)
         else:
             print(f"unknown case {case}")
             return 2

@@ -168,6 +168,48 @@ TEST_CASE("sync replicas: two workers' mean gradient equals one step on the doub
   CHECK((*stale)[0].item<int64_t>() == 3);  // one per variable
 }
 
+TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored), the rounds restart at the chief's") {
+  af::Graph g;
+  Mlp m = build_mlp(g);
+  af::optim::GradientDescent sgd(0.1);
+  af::train::SyncReplicasOptions so;
+  so.replicas_to_aggregate = 2;
+  so.timeout_ms = 3000;
+  auto chief = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 0, so);
+  auto other = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 1, so);
+  af::Output rewind = af::placeholder(g, af::i64, af::Shape{}, "rewind_to");
+  af::Output restored = af::assign(m.step, rewind, "restore_step");
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  REQUIRE(sess->run_init().ok());
+  // Both replicas run round `local`; returns the chief's new step and the worker's round.
+  auto round = [&](int64_t local) -> std::pair<int64_t, int64_t> {
+    af::Result<std::vector<af::Tensor>> w = af::Status::OK();
+    std::thread worker([&] {
+      w = sess->run({other.worker_step}, {{m.x, batch(4, 2, 4)}, {m.y, batch(4, 3, 1)}, {other.local_step, af::Tensor::scalar<int64_t>(local)}});
+    });
+    auto c = sess->run({chief.chief_step}, {{m.x, batch(4, 1, 4)}, {m.y, batch(4, 4, 1)}, {chief.local_step, af::Tensor::scalar<int64_t>(local)}});
+    worker.join();
+    REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+    REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+    return {(*c)[0].item<int64_t>(), (*w)[0].item<int64_t>()};
+  };
+  for (int64_t s = 0; s < 3; ++s) CHECK(round(s).first == s + 1);
+  // The chief restores step 1: every replica's next gradient is for round 1, behind the
+  // accumulators' round 3. Both count: the round ends without waiting out the 3 s timeout.
+  REQUIRE(sess->run({restored}, {{rewind, af::Tensor::scalar<int64_t>(1)}}).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto [chief_step, worker_round] = round(1);
+  CHECK(chief_step == 2);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(2500));
+  CHECK(worker_round >= 2);
+  t0 = std::chrono::steady_clock::now();
+  auto next = round(2);
+  CHECK(next.first == 3);
+  CHECK(next.second == 3);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(2500));
+}
+
 TEST_CASE("sync replicas: a round without its replicas goes on after the timeout") {
   af::Graph g;
   Mlp m = build_mlp(g);

@@ -5,6 +5,7 @@
 #include <array>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -31,6 +32,12 @@ struct GradientAccumulator final : Resource {
   int64_t stale = 0;
   int64_t expected = 0;       // gradients a round waits for in full (fewer after a loss)
   std::set<int64_t> workers;  // who contributed to this round
+  // Each worker's latest stale gradient (its round, the gradient), kept until the next
+  // take: when the chief then takes an earlier round than the accumulator's (the global
+  // step went back: a checkpoint restored after a ps was lost, or a round retried after
+  // its step failed between take and apply), the accumulator restarts at the chief's
+  // round and these count again, as TF's chief resets its accumulators' global step.
+  std::map<int64_t, std::pair<int64_t, Tensor>> stashed;
 };
 
 struct SyncRound final : Resource {
@@ -106,6 +113,7 @@ class ApplyGradientKernel final : public OpKernel {
     std::lock_guard<std::mutex> lock(acc->waits->mu);
     if (step < acc->round) {
       ++acc->stale;
+      acc->stashed[worker_] = {step, g.clone()};
       return;
     }
     if (!acc->sum.valid()) {
@@ -154,6 +162,7 @@ class TakeGradientKernel final : public AsyncOpKernel {
     st->who = name();
     std::lock_guard<std::mutex> lock(acc->waits->mu);
     if (acc->expected <= 0 || acc->expected > required_) acc->expected = required_;
+    if (st->round < acc->round) restart_at(*acc, st->round, name());
     park(st);
   }
 
@@ -166,6 +175,31 @@ class TakeGradientKernel final : public AsyncOpKernel {
     Clock::time_point started;
     std::string who;
   };
+
+  // Under the accumulator's lock: the chief's round is the truth. What was summed for
+  // later rounds was computed on weights that are gone; the stashed gradients of this
+  // round (or later) were dropped as stale only because the accumulator was ahead.
+  static void restart_at(GradientAccumulator& a, int64_t round, const std::string& who) {
+    log_line("[sync] " + who + ": the chief takes round " + std::to_string(round) + ", behind the accumulator's " +
+             std::to_string(a.round) + " (the global step went back): the accumulator restarts at round " +
+             std::to_string(round));
+    a.sum = Tensor();
+    a.count = 0;
+    a.workers.clear();
+    a.round = round;
+    for (auto& [worker, stash] : a.stashed) {
+      auto& [step, g] = stash;
+      if (step < round) continue;
+      if (!a.sum.valid()) a.sum = g;
+      else if (a.sum.shape() != g.shape() || a.sum.dtype() != g.dtype()) continue;
+      else if (g.dtype() == DType::f32) add_into<float>(a.sum, g);
+      else add_into<double>(a.sum, g);
+      ++a.count;
+      --a.stale;
+      a.workers.insert(worker);
+    }
+    a.stashed.clear();
+  }
 
   // Under the accumulator's lock.
   static void park(const std::shared_ptr<Take>& st) {
@@ -215,6 +249,7 @@ class TakeGradientKernel final : public AsyncOpKernel {
     acc.sum = Tensor();
     acc.count = 0;
     acc.workers.clear();
+    acc.stashed.clear();
     acc.round = std::max(acc.round, st.round + 1);
     st.done();
   }
@@ -232,7 +267,9 @@ class RoundAdvanceKernel final : public OpKernel {
     auto r = find_or_make<SyncRound>(ctx, key_);
     if (!r) return;
     std::lock_guard<std::mutex> lock(r->waits->mu);
-    r->round = std::max(r->round, ctx.input(0).item<int64_t>());
+    // The chief's applied step is the round, also when it went back (a checkpoint
+    // restored): workers then wait for the chief again rather than run ahead of it.
+    r->round = ctx.input(0).item<int64_t>();
     r->waits->notify();
   }
 
