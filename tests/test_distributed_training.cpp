@@ -168,15 +168,26 @@ TEST_CASE("sync replicas: two workers' mean gradient equals one step on the doub
   CHECK((*stale)[0].item<int64_t>() == 3);  // one per variable
 }
 
-TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored), the rounds restart at the chief's") {
-  af::Graph g;
-  Mlp m = build_mlp(g);
+// Plain SGD under sync replicas over 2 replicas, with `timeout_ms` per round: the ops of
+// the chief (worker 0) and of worker 1.
+struct SyncSgd {
+  af::train::SyncReplicasOps chief, other;
+};
+SyncSgd sync_sgd(Mlp& m, int64_t timeout_ms) {
   af::optim::GradientDescent sgd(0.1);
   af::train::SyncReplicasOptions so;
   so.replicas_to_aggregate = 2;
-  so.timeout_ms = 3000;
-  auto chief = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 0, so);
-  auto other = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 1, so);
+  so.timeout_ms = timeout_ms;
+  SyncSgd out;
+  out.chief = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 0, so);
+  out.other = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 1, so);
+  return out;
+}
+
+TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored), the rounds restart at the chief's") {
+  af::Graph g;
+  Mlp m = build_mlp(g);
+  auto [chief, other] = sync_sgd(m, 3000);
   af::Output rewind = af::placeholder(g, af::i64, af::Shape{}, "rewind_to");
   af::Output restored = af::assign(m.step, rewind, "restore_step");
   auto sess = af::Session::create(g);
@@ -213,11 +224,7 @@ TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored)
 TEST_CASE("sync replicas: a round without its replicas goes on after the timeout") {
   af::Graph g;
   Mlp m = build_mlp(g);
-  af::optim::GradientDescent sgd(0.1);
-  af::train::SyncReplicasOptions so;
-  so.replicas_to_aggregate = 2;
-  so.timeout_ms = 300;
-  auto chief = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 0, so);
+  auto [chief, other] = sync_sgd(m, 300);
   auto sess = af::Session::create(g);
   REQUIRE(sess.ok());
   REQUIRE(sess->run_init().ok());
@@ -227,7 +234,6 @@ TEST_CASE("sync replicas: a round without its replicas goes on after the timeout
   CHECK((*r)[0].item<int64_t>() == 1);
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(250));
   // A worker waiting for a round the chief never applies fails at its deadline.
-  auto other = af::train::sync_replicas_minimize(sgd, m.loss, m.step, 1, so);
   auto w = sess->run({other.worker_step}, {{m.x, batch(4, 1, 4)}, {m.y, batch(4, 2, 1)}, {other.local_step, af::Tensor::scalar<int64_t>(5)}});
   REQUIRE_FALSE(w.ok());
   CHECK(w.status().code() == af::Code::deadline_exceeded);
