@@ -19,6 +19,10 @@ worker_lost_async / worker_lost_sync
 ps_lost      kill -9 of ps 1 mid-training: the workers wait and retry; ps 1 restarted at its
              address comes back empty, the chief restores the last checkpoint (taken every
              --save_checkpoint_secs), everyone goes on and ends with exit 0.
+ps_lost_at_end
+             kill -9 of ps 1 after the chief has trained to the end, while worker 1
+             (stopped meanwhile) still trains: worker 1 then waits for the variables, and
+             the chief, waiting for the workers' end, restores them; everyone exits 0.
 ps_hung_async / ps_hung_sync
              ps 0 stopped (SIGSTOP) past the peer timeout (a hung host, a cut link), then
              resumed: the workers see it dead, wait, and go on from the global step they
@@ -281,6 +285,38 @@ def case_ps_lost(samples, tmp):
         c.kill_all()
 
 
+def case_ps_lost_at_end(samples, tmp):
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    # A long peer timeout: worker 1 stays a worker while it is stopped.
+    extra = ["--epoch_number", "30", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5",
+             "--peer_timeout_ms", "60000", "--startup_timeout_ms", "40000"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, extra, env=env)
+    w1, _ = c.procs["worker1"]
+    try:
+        wait_for_progress(c, "worker0")
+        os.killpg(w1.pid, signal.SIGSTOP)
+        # The chief trains alone to the end (its progress lines come every tenth of it).
+        t0 = time.time()
+        while time.time() - t0 < 60:
+            steps = [tuple(map(int, m)) for m in re.findall(r"global step (\d+)/(\d+)", c.output("worker0"))]
+            if steps and steps[-1][0] * 10 >= steps[-1][1] * 9:
+                break
+            time.sleep(0.05)
+        time.sleep(1.5)
+        argv = restart(c, "ps1", env)
+        time.sleep(0.5)
+        c.start("ps1", argv, env)
+        resume(w1)
+        r = finish(c, ["ps0", "ps1", "worker1", "worker0"], 120)
+        print("chief:", r, flush=True)
+        log = c.output("worker0")
+        check("restored" in log, "the chief did not restore the variables of ps 1 while it waited for the workers")
+        check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} after a ps lost at the end")
+    finally:
+        resume(w1)
+        c.kill_all()
+
+
 def resume(p):
     """SIGCONT to a process group this case stopped, whatever happened since."""
     try:
@@ -461,6 +497,8 @@ def main():
             case_worker_lost(samples, tmp, "sync")
         elif case == "ps_lost":
             case_ps_lost(samples, tmp)
+        elif case == "ps_lost_at_end":
+            case_ps_lost_at_end(samples, tmp)
         elif case == "ps_hung_async":
             case_ps_hung(samples, tmp, "async")
         elif case == "ps_hung_sync":

@@ -166,7 +166,9 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
     clock_out = af::train::worker_clock(g, table, task.worker, clock, f.staleness, f.sync_timeout_ms);
   }
   af::Operation done_op = af::train::worker_done(g, table, task.worker);
-  af::Output all_done = af::train::wait_workers_done(g, table, f.startup_timeout_ms);
+  // Polled by the chief at the end (a second at a time), so that it can restore a ps lost
+  // meanwhile: the workers still training wait for that, and the chief for them.
+  af::Output all_done = af::train::wait_workers_done(g, table, std::min<int64_t>(1000, f.startup_timeout_ms));
   af::Output clock_log = af::train::worker_clock_log(g, table);
   std::optional<af::Saver> saver;
   if (task.is_chief) saver.emplace(g);
@@ -320,7 +322,9 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   note_traffic(r, traffic0, local_steps, g);
-  AF_RETURN_IF_ERROR(sess.run({}, {}, {done_op}).status());
+  AF_RETURN_IF_ERROR(wait_for("the ps tasks to take this worker's end of training",
+                              Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms),
+                              [&] { return sess.run({}, {}, {done_op}).status(); }));
   r.steps = gstep;
   r.epochs = static_cast<int>(gstep / steps_per_epoch);
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
@@ -330,9 +334,19 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
 
   // The cluster's throughput: every worker's examples while the chief trained.
   r.examples_per_second = r.seconds > 0 ? static_cast<double>((gstep - start_step) * examples_per_step) / r.seconds : 0;
-  auto finished = sess.run({all_done});
-  if (!finished.ok()) return finished.status();
-  int64_t n_done = (*finished)[0].item<int64_t>();
+  const auto done_by = Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms);
+  int64_t n_done = 0;
+  while (true) {
+    auto finished = sess.run({all_done});
+    if (finished.ok()) n_done = (*finished)[0].item<int64_t>();
+    else if (!retryable(finished.status()) || Clock::now() >= done_by) return finished.status();
+    if (n_done >= task.num_workers || Clock::now() >= done_by) break;
+    // Workers still training may be waiting for a ps that came back empty: only the chief
+    // restores it (recover), and this chief has finished its own steps.
+    AF_RETURN_IF_ERROR(recover());
+  }
+  // The evaluation and the final checkpoint read every variable: restore a ps lost since.
+  AF_RETURN_IF_ERROR(recover());
   if (n_done < task.num_workers)
     std::cerr << "only " << n_done << " of " << task.num_workers << " workers reported the end of training within "
               << f.startup_timeout_ms << " ms" << std::endl;
