@@ -276,13 +276,17 @@ def case_ps_lost(samples, tmp):
         for w in ("worker0", "worker1"):
             check(c.procs[w][0].poll() is None, f"{w} ended while ps 1 was down:\n{c.output(w)[-2000:]}")
         c.start("ps1", argv, env)
-        r = finish(c, ["ps0", "ps1", "worker1", "worker0"], 300)
-        print("chief:", r, flush=True)
-        log = c.output("worker0")
-        check("restored" in log, "the chief did not restore the checkpoint after ps 1 came back empty")
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} after a lost ps")
+        finish_restored(c, 300, "after ps 1 came back empty")
     finally:
         c.kill_all()
+
+
+def finish_restored(c, timeout, when):
+    """Every task ends well, the chief having restored the variables of the lost ps 1."""
+    r = finish(c, ["ps0", "ps1", "worker1", "worker0"], timeout)
+    print("chief:", r, flush=True)
+    check("restored" in c.output("worker0"), f"the chief did not restore the variables {when}")
+    check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} {when}")
 
 
 def case_ps_lost_at_end(samples, tmp):
@@ -307,11 +311,7 @@ def case_ps_lost_at_end(samples, tmp):
         time.sleep(0.5)
         c.start("ps1", argv, env)
         resume(w1)
-        r = finish(c, ["ps0", "ps1", "worker1", "worker0"], 120)
-        print("chief:", r, flush=True)
-        log = c.output("worker0")
-        check("restored" in log, "the chief did not restore the variables of ps 1 while it waited for the workers")
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} after a ps lost at the end")
+        finish_restored(c, 120, "of ps 1 lost while the chief waited for the workers' end")
     finally:
         resume(w1)
         c.kill_all()
