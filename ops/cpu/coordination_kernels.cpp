@@ -24,6 +24,13 @@ Clock::time_point deadline_after(int64_t ms) { return Clock::now() + std::chrono
 
 void log_line(const std::string& line) { std::cerr << line << std::endl; }
 
+template <typename T>
+void add_into(Tensor& sum, const Tensor& g) {
+  T* s = sum.data<T>();
+  const T* x = g.data<T>();
+  for (int64_t i = 0, n = g.num_elements(); i < n; ++i) s[i] += x[i];
+}
+
 struct GradientAccumulator final : Resource {
   std::shared_ptr<WaitList> waits = std::make_shared<WaitList>();
   Tensor sum;  // invalid while empty
@@ -38,6 +45,18 @@ struct GradientAccumulator final : Resource {
   // its step failed between take and apply), the accumulator restarts at the chief's
   // round and these count again, as TF's chief resets its accumulators' global step.
   std::map<int64_t, std::pair<int64_t, Tensor>> stashed;
+
+  // Adds worker `worker`'s gradient to this round's sum (under waits->mu); false, adding
+  // nothing, when its dtype or shape differs from the sum's.
+  bool add(const Tensor& g, int64_t worker) {
+    if (!sum.valid()) sum = g.clone();
+    else if (sum.shape() != g.shape() || sum.dtype() != g.dtype()) return false;
+    else if (g.dtype() == DType::f32) add_into<float>(sum, g);
+    else add_into<double>(sum, g);
+    ++count;
+    workers.insert(worker);
+    return true;
+  }
 };
 
 struct SyncRound final : Resource {
@@ -85,13 +104,6 @@ std::shared_ptr<WorkerClocks> clocks(OpKernelContext& ctx, const Node& n) {
 }
 
 template <typename T>
-void add_into(Tensor& sum, const Tensor& g) {
-  T* s = sum.data<T>();
-  const T* x = g.data<T>();
-  for (int64_t i = 0, n = g.num_elements(); i < n; ++i) s[i] += x[i];
-}
-
-template <typename T>
 Tensor mean_of(const Tensor& sum, int64_t count) {
   Tensor out(sum.dtype(), sum.shape());
   const T* s = sum.data<T>();
@@ -116,19 +128,10 @@ class ApplyGradientKernel final : public OpKernel {
       acc->stashed[worker_] = {step, g.clone()};
       return;
     }
-    if (!acc->sum.valid()) {
-      acc->sum = g.clone();
-    } else if (acc->sum.shape() != g.shape() || acc->sum.dtype() != g.dtype()) {
+    if (!acc->add(g, worker_))
       return ctx.fail(invalid_argument("gradient " + std::string(dtype_name(g.dtype())) + g.shape().to_string() +
                                        " from worker " + std::to_string(worker_) + " does not match the accumulated " +
                                        dtype_name(acc->sum.dtype()) + acc->sum.shape().to_string()));
-    } else if (g.dtype() == DType::f32) {
-      add_into<float>(acc->sum, g);
-    } else {
-      add_into<double>(acc->sum, g);
-    }
-    ++acc->count;
-    acc->workers.insert(worker_);
     acc->waits->notify();
   }
 
@@ -187,17 +190,8 @@ class TakeGradientKernel final : public AsyncOpKernel {
     a.count = 0;
     a.workers.clear();
     a.round = round;
-    for (auto& [worker, stash] : a.stashed) {
-      auto& [step, g] = stash;
-      if (step < round) continue;
-      if (!a.sum.valid()) a.sum = g;
-      else if (a.sum.shape() != g.shape() || a.sum.dtype() != g.dtype()) continue;
-      else if (g.dtype() == DType::f32) add_into<float>(a.sum, g);
-      else add_into<double>(a.sum, g);
-      ++a.count;
-      --a.stale;
-      a.workers.insert(worker);
-    }
+    for (auto& [worker, stash] : a.stashed)
+      if (stash.first >= round && a.add(stash.second, worker)) --a.stale;
     a.stashed.clear();
   }
 
