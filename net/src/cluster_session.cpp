@@ -150,8 +150,7 @@ class ClusterSession final : public SessionImpl {
       Part& p = kind->parts.at(loc);
       if (p.local) {
         // The step's deadline holds here too (DaemonClient::start_step sets it for the others).
-        m.timeout_ms = std::max<int64_t>(
-            1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - DaemonClient::Clock::now()).count());
+        m.timeout_ms = DaemonClient::timeout_ms_until(deadline);
         p.local->daemon->run_step(m, p.local->owner, [arrivals, loc = loc](StepDoneMsg d) {
           std::lock_guard<std::mutex> lock(arrivals->mu);
           arrivals->local_done[loc] = std::move(d);

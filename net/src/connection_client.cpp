@@ -128,6 +128,8 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
   return c;
 }
 
+int64_t DaemonClient::timeout_ms_until(Clock::time_point deadline) { return std::max<int64_t>(1, ms_until(deadline)); }
+
 DaemonClient::~DaemonClient() {
   {
     // No caller drives the loop any more: the io thread runs it to the end.
@@ -345,7 +347,7 @@ Result<StepDoneMsg> DaemonClient::run_step(RunStepMsg m, Clock::time_point deadl
 
 Result<StepDoneMsg> DaemonClient::drive_step(RunStepMsg m, Clock::time_point deadline) {
   uint64_t id = m.step_id;
-  if (deadline != kNoDeadline) m.timeout_ms = std::max<int64_t>(1, ms_until(deadline));
+  if (deadline != kNoDeadline) m.timeout_ms = timeout_ms_until(deadline);
   driving_ = true;
   io_.restart();
   // Handlers posted before this thread took the loop (a close_graph) run first, in order.
@@ -406,7 +408,7 @@ Status DaemonClient::start_step(RunStepMsg m, Clock::time_point deadline) {
     steps_[id];
     want_io();
   }
-  if (deadline != kNoDeadline) m.timeout_ms = std::max<int64_t>(1, ms_until(deadline));
+  if (deadline != kNoDeadline) m.timeout_ms = timeout_ms_until(deadline);
   if (Status sent = conn_->send_checked(m); !sent.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     steps_.erase(id);

@@ -38,6 +38,9 @@ class DaemonClient {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
+  // RunStepMsg::timeout_ms for a step due by `deadline` (not kNoDeadline): the
+  // milliseconds left, at least 1, so that a step already late still has one.
+  static int64_t timeout_ms_until(Clock::time_point deadline);
 
   // Connects to host:port and authenticates with `token` ("" for an --insecure daemon)
   // by `deadline`. `label` names the daemon in errors ("af://127.0.0.1:2222").
