@@ -468,6 +468,9 @@ def case_no_token(samples, tmp):
 
 
 def case_fashion(samples, tmp):
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        print("SKIP: needs Debian's dataset-fashion-mnist", flush=True)
+        return 77
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
     c, names = seeds(samples, "fashion_mnist", tmp, 1, 2, ["--epoch_number", "10", "--sync_mode", "async"], env=env)
     try:
@@ -479,50 +482,39 @@ def case_fashion(samples, tmp):
         c.kill_all()
 
 
+# name -> the case, called with (samples dir, work dir); it may return an exit code (77: skip).
+CASES = {
+    "seeds_async": lambda s, t: case_seeds(s, t, "async"),
+    "seeds_sync": lambda s, t: case_seeds(s, t, "sync"),
+    "in_graph": case_in_graph,
+    "sync_equal": case_sync_equal,
+    "worker_lost_async": lambda s, t: case_worker_lost(s, t, "async"),
+    "worker_lost_sync": lambda s, t: case_worker_lost(s, t, "sync"),
+    "ps_lost": case_ps_lost,
+    "ps_lost_at_end": case_ps_lost_at_end,
+    "ps_hung_async": lambda s, t: case_ps_hung(s, t, "async"),
+    "ps_hung_sync": lambda s, t: case_ps_hung(s, t, "sync"),
+    "worker_hung_async": lambda s, t: case_worker_hung(s, t, "async"),
+    "worker_hung_sync": lambda s, t: case_worker_hung(s, t, "sync"),
+    "chief_lost": case_chief_lost,
+    "ssp": case_ssp,
+    "tf_config": case_tf_config,
+    "no_token": case_no_token,
+    "fashion": case_fashion,
+}
+
+
 def main():
     case, samples = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix=f"af-dist-{case}-")
     try:
-        if case == "seeds_async":
-            case_seeds(samples, tmp, "async")
-        elif case == "seeds_sync":
-            case_seeds(samples, tmp, "sync")
-        elif case == "in_graph":
-            case_in_graph(samples, tmp)
-        elif case == "sync_equal":
-            case_sync_equal(samples, tmp)
-        elif case == "worker_lost_async":
-            case_worker_lost(samples, tmp, "async")
-        elif case == "worker_lost_sync":
-            case_worker_lost(samples, tmp, "sync")
-        elif case == "ps_lost":
-            case_ps_lost(samples, tmp)
-        elif case == "ps_lost_at_end":
-            case_ps_lost_at_end(samples, tmp)
-        elif case == "ps_hung_async":
-            case_ps_hung(samples, tmp, "async")
-        elif case == "ps_hung_sync":
-            case_ps_hung(samples, tmp, "sync")
-        elif case == "worker_hung_async":
-            case_worker_hung(samples, tmp, "async")
-        elif case == "worker_hung_sync":
-            case_worker_hung(samples, tmp, "sync")
-        elif case == "chief_lost":
-            case_chief_lost(samples, tmp)
-        elif case == "ssp":
-            case_ssp(samples, tmp)
-        elif case == "tf_config":
-            case_tf_config(samples, tmp)
-        elif case == "no_token":
-            case_no_token(samples, tmp)
-        elif case == "fashion":
-            if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
-                print("SKIP: needs Debian's dataset-fashion-mnist", flush=True)
-                return 77
-            case_fashion(samples, tmp)
-        else:
+        run = CASES.get(case)
+        if run is None:
             print(f"unknown case {case}")
             return 2
+        code = run(samples, tmp)
+        if code is not None:
+            return code
     finally:
         if not FAILURES:
             shutil.rmtree(tmp, ignore_errors=True)
