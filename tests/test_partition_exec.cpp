@@ -50,8 +50,9 @@ struct InProcessCluster {
     for (auto& [loc, ex] : parts) {
       std::vector<std::pair<std::string, af::Tensor>> feeds;
       if (loc == feed_loc) feeds.push_back({feed_name, feed});
-      running[loc] = std::async(std::launch::async, [&, loc = loc, feeds] {
-        return parts.at(loc)->run_step(step, feeds, fetch_at[loc], {}, timeout_ms);
+      // The fetch list is copied here: fetch_at[] inserts, and the threads run at once.
+      running[loc] = std::async(std::launch::async, [&, loc = loc, feeds, fetches = fetch_at[loc]] {
+        return parts.at(loc)->run_step(step, feeds, fetches, {}, timeout_ms);
       });
     }
     std::map<std::string, std::vector<af::Tensor>> got;
@@ -177,6 +178,9 @@ TEST_CASE("a partition whose peer never runs the step fails within its deadline,
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == af::Code::deadline_exceeded);
   CHECK(r.status().message().find("/job:w/task:1/cpu:0") != std::string::npos);
+  // It says what it still waited for: the edge, and where from.
+  CHECK_MESSAGE(r.status().message().find("waiting for edges ") != std::string::npos, r.status().to_string());
+  CHECK_MESSAGE(r.status().message().find(" from /job:w/task:0/cpu:0") != std::string::npos, r.status().to_string());
   CHECK(took < std::chrono::seconds(5));
   // The executor still serves the next step once both halves run it.
   auto ok = c.run(2, x.name(), af::Tensor::from_vector(std::vector<float>{0.5f, -1}, {2}), {y.name()});
