@@ -72,6 +72,7 @@ inline Model build_model() {
     af::variable(g, {3, 3}, af::glorot_normal_initializer(), "gn");
   }
   keep(af::read_variable(counter));
+  keep(af::report_uninitialized_variables(g, {w, counter}));
   keep(af::initial_value(g, af::constant_initializer(2.0, af::i32), {2}, "iv"));
   keep(af::random_normal(g, {2, 2}, 1, 2, 5));
   keep(af::random_uniform(g, {3}, 0, 1, -1, af::f64));

@@ -101,3 +101,29 @@ TEST_CASE("soft placement: a graph without GPU devices is all CPU and logs nothi
   CHECK(p->fallbacks.empty());
   CHECK(y.valid());
 }
+
+TEST_CASE("soft placement: asking whether a GPU variable is initialized keeps it on the GPU") {
+  af::Graph g;
+  af::Output w, ready;
+  {
+    af::DeviceScope gpu(g, "/gpu:0");
+    w = af::variable(g, af::zeros(g, {4}), "w");
+    ready = af::is_variable_initialized(w, "w_ready");
+  }
+  af::Output report = af::report_uninitialized_variables(g);
+  af::GpuPlacementOptions opts;
+  opts.num_gpus = 1;
+  opts.log = false;
+  auto p = af::place_on_gpus(g, opts);
+  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  auto dev = [&](const af::Output& o) { return p->devices[static_cast<size_t>(o.node_id())]; };
+  // The question runs on the host (no GPU kernel, a host bool) and ties no variable there.
+  CHECK(dev(ready) == kCpu);
+  CHECK(dev(report) == kCpu);
+  if (!af::built_with_cuda()) return;
+  CHECK_MESSAGE(dev(w) == kGpu0, "w fell back:\n" << [&] {
+    std::string all;
+    for (auto& l : p->fallbacks) all += l + "\n";
+    return all;
+  }());
+}

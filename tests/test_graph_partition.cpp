@@ -231,3 +231,30 @@ TEST_CASE("an explicit placement that contradicts colocation is an error naming 
   CHECK(p.status().message().find("/job:worker/task:0") != std::string::npos);
   CHECK(p.status().message().find("/job:ps/task:0") != std::string::npos);
 }
+
+TEST_CASE("report_uninitialized_variables asks each variable's task: only a bool per variable crosses") {
+  af::Graph g;
+  af::Output v0, v1, report;
+  {
+    af::DeviceScope d(g, "/job:ps/task:0");
+    v0 = af::variable(g, af::zeros(g, {1000}), "v0");
+  }
+  {
+    af::DeviceScope d(g, "/job:ps/task:1");
+    v1 = af::variable(g, af::zeros(g, {1000}), "v1");
+  }
+  {
+    // Inside a worker's scope: the questions still run beside their variables.
+    af::DeviceScope d(g, "/job:worker/task:0");
+    report = af::report_uninitialized_variables(g);
+  }
+  af::PartitionOptions opts;
+  opts.nodes = g.prune({report.node_id()});
+  auto p = af::partition(g, opts);
+  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  CHECK(p->location_of.at("report_uninitialized_variables") == "/job:worker/task:0/cpu:0");
+  CHECK(p->location_of.at("report_uninitialized_variables/is_initialized") == "/job:ps/task:0/cpu:0");
+  CHECK(p->location_of.at("report_uninitialized_variables/is_initialized_1") == "/job:ps/task:1/cpu:0");
+  REQUIRE(p->edges.size() == 2);
+  for (auto& e : p->edges) CHECK(g.node(e.src.node).op == "IsVariableInitialized");
+}

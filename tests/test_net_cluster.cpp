@@ -184,9 +184,22 @@ TEST_CASE("variables on a ps daemon persist across kinds of step and a graph tha
   REQUIRE(remote.ok());
   auto local = af::Session::create(g);
   REQUIRE(local.ok());
+  // Asked on the ps, answered on the worker: no value travels, and an uninitialized
+  // variable is an answer, not an error.
+  af::Output missing;
+  {
+    af::DeviceScope d(g, "/job:worker/task:0");
+    missing = af::report_uninitialized_variables(g);
+  }
+  auto before = remote->run({missing});
+  REQUIRE_MESSAGE(before.ok(), before.status().to_string());
+  CHECK(before->at(0).to_vector<std::string>() == std::vector<std::string>{"v"});
   auto init = remote->run_init();
   REQUIRE_MESSAGE(init.ok(), init.to_string());
   REQUIRE(local->run_init().ok());
+  auto after = remote->run({missing});
+  REQUIRE_MESSAGE(after.ok(), after.status().to_string());
+  CHECK(after->at(0).num_elements() == 0);
   af::Tensor in = af::Tensor::from_vector(std::vector<float>{0.5f, -3}, {2});
   for (int i = 0; i < 3; ++i) {
     auto rb = remote->run({bump}, {{x, in}});

@@ -281,3 +281,37 @@ TEST_CASE("variable and update build-time errors name the nodes") {
   CHECK(contains(e, "int32"));
   CHECK_THROWS_AS(af::variable(g, af::zeros(g, {-1, 2}), "partial"), af::Error);
 }
+
+TEST_CASE("is_variable_initialized and report_uninitialized_variables follow run_init and single assigns") {
+  af::Graph g;
+  auto a = af::variable(g, af::zeros(g, {2}), "a");
+  auto b = af::variable(g, af::ones(g, {3}), "layer/b");
+  auto c = af::variable(g, af::ones(g, {1}), "c", /*trainable=*/false);
+  auto a_ready = af::is_variable_initialized(a);
+  auto all = af::report_uninitialized_variables(g);
+  auto only_bc = af::report_uninitialized_variables(g, {b, c}, "bc");
+  CHECK(all.dtype() == af::DType::string);
+  auto set_b = af::assign(b, af::constant(g, std::vector<float>{4, 5, 6}, {3}));
+  auto sess = af::Session::create(g, each_backend()).value();
+  auto names = [&](const af::Output& report) {
+    auto t = read(sess, report);
+    REQUIRE(t.shape().rank() == 1);
+    return t.to_vector<std::string>();
+  };
+  CHECK_FALSE(read(sess, a_ready).item<bool>());
+  CHECK(names(all) == std::vector<std::string>{"a", "layer/b", "c"});
+  REQUIRE(sess.run({set_b}).ok());
+  CHECK(names(all) == std::vector<std::string>{"a", "c"});
+  CHECK(names(only_bc) == std::vector<std::string>{"c"});
+  REQUIRE(sess.run_init().ok());
+  CHECK(read(sess, a_ready).item<bool>());
+  CHECK(names(all).empty());
+  // A graph without variables reports none.
+  af::Graph empty;
+  auto none = af::report_uninitialized_variables(empty);
+  auto s2 = af::Session::create(empty).value();
+  auto t = s2.eval(none);
+  REQUIRE(t.ok());
+  CHECK(t->num_elements() == 0);
+  CHECK_THROWS_AS(af::is_variable_initialized(af::constant(g, 1.0f, "not_a_variable")), af::Error);
+}

@@ -78,7 +78,9 @@ Result<int> requested_gpu(const Node& n) {
 std::vector<std::string> variables_of(const Node& n) {
   std::vector<std::string> v;
   if (n.op == "VariableV2") v.push_back(n.name);
-  if (!n.has_attr("variable")) return v;
+  // It reads whether there is a value, never the value (a host bool from the shared
+  // resources): it stays on the CPU and keeps no variable there.
+  if (!n.has_attr("variable") || n.op == "IsVariableInitialized") return v;
   v.push_back(n.attr_string("variable"));
   if (starts_with(n.op, "Apply") || starts_with(n.op, "SparseApply"))
     for (const char* slot : {"accum", "accum_update", "ms", "mom", "m", "v", "linear"})

@@ -60,6 +60,38 @@ class VariableKernel : public OpKernel {
   std::string variable_;
 };
 
+class IsVariableInitializedKernel : public OpKernel {
+ public:
+  explicit IsVariableInitializedKernel(const Node& n) : OpKernel(n), variable_(n.attr_string("variable")) {}
+  void compute(OpKernelContext& ctx) override {
+    auto var = ctx.resources()->variable(variable_);
+    bool initialized;
+    {
+      std::lock_guard<std::mutex> lock(var->mu);
+      initialized = var->value.valid();
+    }
+    ctx.set_output(0, Tensor::scalar(initialized));
+  }
+
+ private:
+  std::string variable_;
+};
+
+class ReportUninitializedKernel : public OpKernel {
+ public:
+  explicit ReportUninitializedKernel(const Node& n) : OpKernel(n), names_(n.find_attr("names")->get<AttrValue::Strings>()) {}
+  void compute(OpKernelContext& ctx) override {
+    std::vector<std::string> missing;
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      if (!ctx.input(i).item<bool>()) missing.push_back(names_[static_cast<size_t>(i)]);
+    const auto n = static_cast<int64_t>(missing.size());
+    ctx.set_output(0, Tensor::from_vector(std::move(missing), Shape{n}));
+  }
+
+ private:
+  std::vector<std::string> names_;
+};
+
 // Assign stores the value; AssignAdd/Sub update in place when no reader holds the
 // current buffer and copy first otherwise, so every read is a consistent snapshot.
 class UpdateKernel : public OpKernel {
@@ -130,6 +162,8 @@ AF_REGISTER_KERNEL("StopGradient", DeviceType::CPU, ForwardKernel);
 AF_REGISTER_KERNEL("NoOp", DeviceType::CPU, NoOpKernel);
 AF_REGISTER_KERNEL("VariableV2", DeviceType::CPU, VariableKernel);
 AF_REGISTER_KERNEL("ReadVariable", DeviceType::CPU, VariableKernel);
+AF_REGISTER_KERNEL("IsVariableInitialized", DeviceType::CPU, IsVariableInitializedKernel);
+AF_REGISTER_KERNEL("ReportUninitialized", DeviceType::CPU, ReportUninitializedKernel);
 
 struct AssignKernel : UpdateKernel { explicit AssignKernel(const Node& n) : UpdateKernel(n, Mode::assign) {} };
 struct AssignAddKernel : UpdateKernel { explicit AssignAddKernel(const Node& n) : UpdateKernel(n, Mode::add) {} };

@@ -1,5 +1,5 @@
 // Sources, variables and plumbing: Placeholder, Const, VariableV2, Assign*, Identity,
-// StopGradient, NoOp.
+// StopGradient, NoOp, and the questions IsVariableInitialized and ReportUninitialized.
 #include "actorflow/op_registry.h"
 #include "common/shape_fns.h"
 
@@ -67,6 +67,32 @@ AF_REGISTER_OP("ReadVariable").inputs(0).stateful().required_attr("variable").sh
   if (!var || var->op != "VariableV2")
     return c.error("attribute 'variable' must name a VariableV2 node, got '" + var_name + "'");
   c.set_output(0, var->output_dtypes[0], var->output_shapes[0]);
+  return Status::OK();
+});
+
+// Whether the variable named by "variable" holds a value (tf.is_variable_initialized); it
+// runs where the variable lives, so asking costs a bool on the wire, not the value.
+AF_REGISTER_OP("IsVariableInitialized").inputs(0).stateful().required_attr("variable").shape_fn([](ShapeContext& c) {
+  std::string var_name = c.node().attr_string("variable");
+  const Node* var = c.graph().find_node(var_name);
+  if (!var || var->op != "VariableV2")
+    return c.error("attribute 'variable' must name a VariableV2 node, got '" + var_name + "'");
+  c.set_output(0, DType::boolean, Shape{});
+  return Status::OK();
+});
+
+// The names (attribute "names") whose bool input is false, in order: the 1-D string
+// tensor of tf.report_uninitialized_variables.
+AF_REGISTER_OP("ReportUninitialized").variadic_inputs(1).required_attr("names").shape_fn([](ShapeContext& c) {
+  const AttrValue* names = c.node().find_attr("names");
+  if (!names || !names->is<AttrValue::Strings>() ||
+      names->get<AttrValue::Strings>().size() != static_cast<size_t>(c.num_inputs()))
+    return c.error("attribute 'names' must list one name per input (" + std::to_string(c.num_inputs()) + ")");
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    if (c.input_dtype(i) != DType::boolean || !c.input_shape(i).compatible_with(Shape{}))
+      return c.error("input " + c.describe_input(i) + " must be a bool scalar");
+  }
+  c.set_output(0, DType::string, Shape{-1});
   return Status::OK();
 });
 

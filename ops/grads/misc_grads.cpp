@@ -17,6 +17,8 @@ AF_NO_GRADIENT("Placeholder");
 AF_NO_GRADIENT("Const");
 AF_NO_GRADIENT("VariableV2");
 AF_NO_GRADIENT("ReadVariable");
+AF_NO_GRADIENT("IsVariableInitialized");
+AF_NO_GRADIENT("ReportUninitialized");
 AF_NO_GRADIENT("Assign");
 AF_NO_GRADIENT("AssignAdd");
 AF_NO_GRADIENT("AssignSub");

@@ -4,6 +4,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actorflow/graph.h"
 
@@ -49,6 +50,16 @@ Output variable(Graph& g, const Tensor& initial_value, const std::string& name =
 // A variable of `shape` whose initializer is built under "<name>/Initializer".
 Output variable(Graph& g, Shape shape, const Initializer& init, const std::string& name = "Variable",
                 bool trainable = true);
+
+// tf.is_variable_initialized: a bool scalar, true once `var` holds a value. It runs where
+// the variable lives, so in a cluster only the bool crosses the wire.
+Output is_variable_initialized(const Output& var, const std::string& name = "IsVariableInitialized");
+// tf.report_uninitialized_variables: a 1-D string tensor of the names of the variables in
+// `vars` (default: the "variables" collection) that hold no value yet, in their order;
+// empty once all are initialized. What a worker polls while the chief initializes or
+// restores the ps tasks, without fetching any variable's value.
+Output report_uninitialized_variables(Graph& g, const std::vector<Output>& vars = {},
+                                      const std::string& name = "report_uninitialized_variables");
 
 // tf.get_variable: the variable "<variable scope>/<name>" (name scopes do not count, as
 // in TF1). Outside a reusing scope it is created, and a second get_variable of the same

@@ -186,4 +186,34 @@ VariableScope::VariableScope(Graph& g, const std::string& name, VarReuse reuse, 
   if (!name.empty()) names_.emplace(g, full_.substr(prefix));
 }
 
+
+Output is_variable_initialized(const Output& var, const std::string& name) {
+  if (!var.valid() || var.node().op != "VariableV2")
+    throw Error(invalid_argument("is_variable_initialized '" + name + "': the argument must be a variable, got '" +
+                                 (var.valid() ? var.node().name + "' (" + var.node().op + ")" : std::string("<empty>'"))));
+  Graph& g = dsl::graph_of(var);
+  // Asked where the variable lives, also inside another task's DeviceScope.
+  std::optional<DeviceScope> on_var;
+  if (!var.node().device.empty()) on_var.emplace(g, var.node().device);
+  return add(g, "IsVariableInitialized", name, {}, {{"variable", var.node().name}});
+}
+
+Output report_uninitialized_variables(Graph& g, const std::vector<Output>& vars, const std::string& name) {
+  std::vector<Output> list = vars;
+  if (vars.empty())
+    for (int id : g.collection("variables")) list.emplace_back(&g, id);
+  if (list.empty()) return constant(g, Tensor(DType::string, Shape{0}), name);
+  std::vector<Output> flags;
+  AttrValue::Strings names;
+  {
+    NameScope scope(g, name + "/");
+    for (const Output& v : list) {
+      throw_if_error(g.check_owns(v, "report_uninitialized_variables '" + name + "'"));
+      flags.push_back(is_variable_initialized(v, "is_initialized"));
+      names.push_back(v.node().name);
+    }
+  }
+  return add(g, "ReportUninitialized", name, std::move(flags), {{"names", std::move(names)}});
+}
+
 }  // namespace actorflow
