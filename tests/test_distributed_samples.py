@@ -99,6 +99,11 @@ class Cluster:
                 pass
 
 
+# The cancer test split has 114 examples (0.88 points each), and undisturbed async runs
+# already land anywhere from 0.956 to 0.991 (test_chaos.py): the floor is that range's
+# bottom less one example, so one unlucky answer does not fail a case.
+CANCER_MIN_ACCURACY = 0.945
+
 def result(text):
     lines = [l for l in text.splitlines() if l.startswith("RESULT ")]
     if not lines:
@@ -144,7 +149,7 @@ def case_seeds(samples, tmp, mode):
     try:
         r = finish(c, names, 300)
         print("chief:", r, flush=True)
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} < 0.95")
+        check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"{mode}: test accuracy {r.get('test_accuracy')} < {CANCER_MIN_ACCURACY}")
         check(r.get("sync_mode") == mode and r.get("workers") == "2", f"the chief's RESULT does not say {mode}, 2 workers")
         for i in range(2):
             check(result(c.output(f"ps{i}")).get("stopped_by") == "chief", f"ps{i} was not stopped by the chief")
@@ -160,7 +165,7 @@ def case_in_graph(samples, tmp):
         r = finish(c, names, 300)
         print("chief:", r, flush=True)
         check(r.get("replication") == "in_graph", "the chief's RESULT does not say in_graph")
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"in_graph: test accuracy {r.get('test_accuracy')} < 0.95")
+        check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"in_graph: test accuracy {r.get('test_accuracy')} < {CANCER_MIN_ACCURACY}")
         w1 = c.output("worker1")
         check("registered as" in w1, "worker 1 ran no partition of the towers")
         check((result(w1) or {}).get("stopped_by") == "chief", "worker 1 was not stopped by the chief")
@@ -240,7 +245,7 @@ def case_worker_lost(samples, tmp, mode):
         c.start("worker1", argv, env)
         r = finish(c, ["ps0", "worker1", "worker0"], 300)
         print("chief:", r, flush=True)
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a lost worker")
+        check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"{mode}: test accuracy {r.get('test_accuracy')} after a lost worker")
         w1 = result(c.output("worker1")) or {}
         check(w1.get("role") == "worker", "the restarted worker 1 printed no RESULT")
         if mode == "sync":
@@ -286,7 +291,7 @@ def finish_restored(c, timeout, when):
     r = finish(c, ["ps0", "ps1", "worker1", "worker0"], timeout)
     print("chief:", r, flush=True)
     check("restored" in c.output("worker0"), f"the chief did not restore the variables {when}")
-    check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} {when}")
+    check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"test accuracy {r.get('test_accuracy')} {when}")
 
 
 def case_ps_lost_at_end(samples, tmp):
@@ -352,7 +357,7 @@ def case_ps_hung(samples, tmp, mode):
         check("restored" not in log, "a checkpoint was restored: the resumed ps had lost its variables")
         if failed and back:
             check(min(back) >= min(failed), f"training went back from global step {min(failed)} to {min(back)}")
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung ps")
+        check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung ps")
     finally:
         resume(ps)
         c.kill_all()
@@ -389,7 +394,7 @@ def case_worker_hung(samples, tmp, mode):
         if mode == "sync":
             check("goes on with 1 of 2" in c.output("worker0") + c.output("ps0"),
                   "no log line says a sync round went on without worker 1")
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung worker")
+        check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"{mode}: test accuracy {r.get('test_accuracy')} after a hung worker")
     finally:
         resume(w1)
         c.kill_all()
@@ -409,7 +414,7 @@ def case_chief_lost(samples, tmp):
         r = finish(c, ["ps0", "worker1", "worker0"], 300)
         print("chief:", r, flush=True)
         check("resuming from" in c.output("worker0"), "the restarted chief did not resume from the checkpoint")
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"test accuracy {r.get('test_accuracy')} after a lost chief")
+        check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"test accuracy {r.get('test_accuracy')} after a lost chief")
     finally:
         c.kill_all()
 
@@ -449,7 +454,7 @@ def case_tf_config(samples, tmp):
             c.start(name, args, {"TF_CONFIG": tf_config, "ACTORFLOW_TOKEN": "tfjob-token"})
             names.append(name)
         r = finish(c, names, 300)
-        check(float(r.get("test_accuracy", 0)) >= 0.95, f"TF_CONFIG cluster: test accuracy {r.get('test_accuracy')}")
+        check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"TF_CONFIG cluster: test accuracy {r.get('test_accuracy')}")
     finally:
         c.kill_all()
 

@@ -141,8 +141,11 @@ class PartitionExecutorImpl final : public PartitionExecutor {
     // A partition's waiter is a daemon's worker thread: it sleeps at once, since the
     // cores belong to the step's node actors (and to the other processes of a cluster).
     if (!s.state->wait(std::chrono::microseconds(0), s.deadline, std::chrono::microseconds(0))) {
+      // What it still waits for says which peer (or which credit) held it.
+      const std::string waits = rendezvous_->describe_waits(s.step_id());
       Status late = deadline_exceeded("step " + std::to_string(s.step_id()) + " did not finish at " + location() +
-                                      " within " + std::to_string(s.timeout_ms) + " ms");
+                                      " within " + std::to_string(s.timeout_ms) + " ms" +
+                                      (waits.empty() ? std::string(" (no edge or credit pending)") : " (waiting for " + waits + ")"));
       rendezvous_->abort_step(s.step_id(), late);
       // The aborted _Send/_Recv nodes now finish; give the step a moment to drain.
       (void)s.state->wait(std::chrono::microseconds(0), std::chrono::steady_clock::now() + std::chrono::seconds(5));

@@ -157,6 +157,25 @@ void EdgeRendezvous::abort_all(const Status& why) {
   for (auto& cb : edge_cbs) cb(closed_);
 }
 
+std::string EdgeRendezvous::describe_waits(int64_t step) {
+  std::map<std::string, std::string> edges_from;  // location -> "35, 41"
+  std::string credits;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = edge_waits_.lower_bound({step, INT64_MIN}); it != edge_waits_.end() && it->first.first == step; ++it) {
+      std::string& list = edges_from[it->second.from];
+      list += (list.empty() ? "" : ", ") + std::to_string(it->first.second);
+    }
+    for (auto& [edge, waits] : credit_waits_)
+      for (auto& w : waits)
+        if (w.step == step) credits += (credits.empty() ? "" : ", ") + std::to_string(edge);
+  }
+  std::string out;
+  for (auto& [from, list] : edges_from) out += (out.empty() ? "edges " : "; edges ") + list + " from " + from;
+  if (!credits.empty()) out += (out.empty() ? "" : "; ") + std::string("credits of edges ") + credits;
+  return out;
+}
+
 namespace {
 std::mutex g_registry_mu;
 std::map<std::string, std::weak_ptr<EdgeRendezvous>>& registry() {

@@ -3,6 +3,7 @@
 // clients. Steps of cheap kernels only (microseconds, no wait on any other thread) run on
 // the io thread itself and answer from there, with no hop to a worker and back. Each connection's graphs belong to it and are freed when it closes.
 #include "actorflow/net/daemon.h"
+#include "actorflow/log_time.h"
 
 #include <asio.hpp>
 
@@ -318,7 +319,7 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
       std::lock_guard<std::mutex> lock(*mu);
       // One write per line: a program sharing the descriptor (a training task printing
       // its RESULT line) must not find its own lines cut in two.
-      std::string whole = "[actorflow-node " + task + "] " + line + "\n";
+      std::string whole = log_time() + " [actorflow-node " + task + "] " + line + "\n";
       std::fwrite(whole.data(), 1, whole.size(), stderr);
       std::fflush(stderr);
     };

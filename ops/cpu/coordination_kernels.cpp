@@ -12,6 +12,7 @@
 
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
+#include "actorflow/log_time.h"
 #include "common/wait_list.h"
 
 namespace actorflow {
@@ -22,7 +23,7 @@ using coordination::WaitList;
 
 Clock::time_point deadline_after(int64_t ms) { return Clock::now() + std::chrono::milliseconds(std::max<int64_t>(ms, 1)); }
 
-void log_line(const std::string& line) { std::cerr << line << std::endl; }
+void log_line(const std::string& line) { std::cerr << log_time() + " " + line + "\n" << std::flush; }
 
 template <typename T>
 void add_into(Tensor& sum, const Tensor& g) {

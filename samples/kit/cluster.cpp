@@ -75,7 +75,7 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   co.launcher.mpi_hosts = f.mpi_hosts;
   auto spec = afn::resolve_cluster(co);
   const std::vector<std::string> cluster_only = {"--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
-                                                 "--replication", "--ps_strategy", "--sync_timeout_ms", "--clock_log",
+                                                 "--replication", "--ps_strategy", "--sync_timeout_ms", "--step_timeout_ms", "--clock_log",
                                                  "--heartbeat_ms", "--peer_timeout_ms"};
   if (!spec.ok()) {
     if (spec.status().code() != af::Code::not_found) fail(program, spec.status().to_string());

@@ -1,5 +1,7 @@
 #include "distributed_trainer.h"
 
+#include "actorflow/log_time.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -71,12 +73,26 @@ af::Status wait_for(const std::string& what, Clock::time_point deadline, const s
     if (Clock::now() + pause > deadline)
       return af::Status(af::Code::deadline_exceeded, "gave up waiting for " + what + ": " + s.message());
     if (!said) {
-      std::cerr << "waiting for " << what << " (" << s.message() << ")" << std::endl;
+      std::cerr << af::log_time() << " waiting for " << what << " (" << s.message() << ")" << std::endl;
       said = true;
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(2000));
   }
+}
+
+// OK once no variable is missing from its ps; failed_precondition (which wait_for retries)
+// naming the first missing ones while some are.
+af::Status all_initialized(af::Session& sess, const af::Output& report) {
+  AF_ASSIGN_OR_RETURN(auto out, sess.run({report}));
+  const af::Tensor& names = out[0];
+  if (names.num_elements() == 0) return af::Status::OK();
+  std::string listed;
+  for (int64_t i = 0; i < std::min<int64_t>(3, names.num_elements()); ++i)
+    listed += (i ? ", '" : "'") + names.data<std::string>()[i] + "'";
+  return af::Status(af::Code::failed_precondition, std::to_string(names.num_elements()) +
+                                                       " variables are not initialized (" + listed +
+                                                       (names.num_elements() > 3 ? ", ..." : "") + ")");
 }
 
 // The chief's last words: test evaluation, the final checkpoint and summary, and the
@@ -170,6 +186,8 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   // meanwhile: the workers still training wait for that, and the chief for them.
   af::Output all_done = af::train::wait_workers_done(g, table, std::min<int64_t>(1000, f.startup_timeout_ms));
   af::Output clock_log = af::train::worker_clock_log(g, table);
+  // Asked on each ps, answered here: polling it moves a bool per variable, not the model.
+  af::Output uninitialized = af::report_uninitialized_variables(g);
   std::optional<af::Saver> saver;
   if (task.is_chief) saver.emplace(g);
 
@@ -177,6 +195,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   opts.intra_op_threads = f.threads;
   opts.target = task.target;
   opts.shared_container = "between_graph_replication";
+  opts.step_timeout_ms = f.step_timeout_ms;
   AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g, opts));
   const auto deadline = Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms);
 
@@ -188,10 +207,8 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
       return resumed_from.empty() ? sess.run_init() : saver->restore_file(sess, resumed_from);
     }));
   } else {
-    std::vector<af::Fetch> vars;
-    for (int id : g.collection("variables")) vars.push_back(af::Output(&g, id));
     AF_RETURN_IF_ERROR(wait_for("the chief " + task.chief + " to initialize the variables", deadline,
-                                [&] { return sess.run(vars).status(); }));
+                                [&] { return all_initialized(sess, uninitialized); }));
   }
   auto read_step = [&]() -> af::Result<int64_t> {
     AF_ASSIGN_OR_RETURN(auto v, sess.run({step}));
@@ -199,17 +216,15 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   };
   AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
   const int64_t start_step = gstep;
-  std::vector<af::Fetch> all_vars;
-  for (int id : g.collection("variables")) all_vars.push_back(af::Output(&g, id));
-  // Until every variable reads again: the chief restores them when a ps lost its share.
+  // Until every variable holds a value again: the chief restores them when a ps lost its share.
   auto recover = [&]() -> af::Status {
     return wait_for("the cluster to recover", Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms), [&] {
-      af::Status s = sess.run(all_vars).status();
+      af::Status s = all_initialized(sess, uninitialized);
       if (!task.is_chief || s.code() != af::Code::failed_precondition) return s;
       auto latest = af::latest_checkpoint(f.checkpoint_path);
       af::Status fixed = latest.ok() ? saver->restore_file(sess, *latest) : sess.run_init();
       if (fixed.ok())
-        std::cerr << task.self << ": variables lost with a ps task; "
+        std::cerr << af::log_time() << " " << task.self << ": variables lost with a ps task; "
                   << (latest.ok() ? "restored " + *latest : std::string("initialized them afresh (no checkpoint yet)"))
                   << std::endl;
       return fixed.ok() ? s : fixed;
@@ -274,11 +289,11 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
       if (!out.ok() && retryable(out.status())) {
         // A task was lost. Wait until the cluster answers again; if a ps came back
         // without its variables, the chief restores the last checkpoint.
-        std::cerr << task.self << ": the step at global step " << gstep << " failed (" << out.status().to_string()
+        std::cerr << af::log_time() << " " << task.self << ": the step at global step " << gstep << " failed (" << out.status().to_string()
                   << "); waiting for the cluster to recover" << std::endl;
         AF_RETURN_IF_ERROR(recover());
         AF_ASSIGN_OR_RETURN(gstep, read_step());
-        std::cerr << task.self << ": the cluster is back at global step " << gstep << std::endl;
+        std::cerr << af::log_time() << " " << task.self << ": the cluster is back at global step " << gstep << std::endl;
         continue;
       }
       if (!out.ok()) return out.status().with_context(task.describe() + " at global step " + std::to_string(gstep));
@@ -421,6 +436,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   af::SessionOptions opts;
   opts.intra_op_threads = f.threads;
   opts.target = task.target;
+  opts.step_timeout_ms = f.step_timeout_ms;
   AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g, opts));
   const auto deadline = Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms);
   std::string resumed_from;

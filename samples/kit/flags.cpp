@@ -161,6 +161,11 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
   app.add_option("--startup_timeout_ms", f.startup_timeout_ms, "how long a task waits for the others and for the chief's initialization")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--step_timeout_ms", f.step_timeout_ms,
+                 "distributed: a step that has not finished after this long fails, and the task waits for the "
+                 "cluster to recover and goes on (above --sync_timeout_ms)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--save_checkpoint_secs", f.save_checkpoint_secs,
                  "distributed: the chief checkpoints this often as well as every epoch (a lost ps costs at most this much)")
       ->capture_default_str()

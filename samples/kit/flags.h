@@ -51,6 +51,7 @@ struct Flags {
   std::string ps_strategy = "round_robin";    // round_robin|greedy_by_bytes
   int64_t sync_timeout_ms = 60000;     // a round / clock wait gives up (and says so) after this
   int64_t startup_timeout_ms = 120000; // how long a task waits for the others to come up
+  int64_t step_timeout_ms = 60000;     // a step across the cluster fails (and is retried) after this
   std::string clock_log;               // ssp: the chief writes the ps's clock records here
   int64_t slow_step_ms = 0;            // a test hook: sleep this long before every step
   double save_checkpoint_secs = 600;   // the chief also checkpoints this often (bounds what a lost ps costs)
