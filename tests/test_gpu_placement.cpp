@@ -21,6 +21,18 @@ bool has_line(const af::GpuPlacement& p, const std::string& node, const std::str
   return false;
 }
 
+// `g` placed as a process that sees one GPU would place it (no log lines).
+af::GpuPlacement place_on_one_gpu(const af::Graph& g) {
+  af::GpuPlacementOptions opts;
+  opts.num_gpus = 1;
+  opts.log = false;
+  auto p = af::place_on_gpus(g, opts);
+  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  return std::move(p).value();
+}
+
+af::DeviceId device_of(const af::GpuPlacement& p, const af::Output& o) { return p.devices[static_cast<size_t>(o.node_id())]; }
+
 }  // namespace
 
 TEST_CASE("soft placement: GPU nodes with float32 GPU kernels stay; the rest fall back with one line each") {
@@ -35,30 +47,26 @@ TEST_CASE("soft placement: GPU nodes with float32 GPU kernels stay; the rest fal
     c = af::neg(to_int, "c");          // int64: the GPU kernel is f32 only
   }
   host = af::square(r, "host");        // no device: the CPU
-  af::GpuPlacementOptions opts;
-  opts.num_gpus = 1;
-  opts.log = false;
-  auto p = af::place_on_gpus(g, opts);
-  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
-  auto dev = [&](const af::Output& o) { return p->devices[static_cast<size_t>(o.node_id())]; };
+  auto p = place_on_one_gpu(g);
+  auto dev = [&](const af::Output& o) { return device_of(p, o); };
   CHECK(dev(x) == kCpu);  // Placeholder has no GPU kernel: feeds arrive on the host
   CHECK(dev(s) == kCpu);
   CHECK(dev(c) == kCpu);
   CHECK(dev(host) == kCpu);
-  CHECK(has_line(*p, "x", "no GPU kernel for Placeholder"));
-  CHECK(has_line(*p, "s", "no GPU kernel for Softmax"));
-  CHECK(has_line(*p, "host", "") == false);  // never asked for a GPU: no line
+  CHECK(has_line(p, "x", "no GPU kernel for Placeholder"));
+  CHECK(has_line(p, "s", "no GPU kernel for Softmax"));
+  CHECK(has_line(p, "host", "") == false);  // never asked for a GPU: no line
   if (!af::built_with_cuda()) {
     CHECK(dev(r) == kCpu);
-    CHECK(has_line(*p, "r", "no GPU kernel for Relu"));
-    CHECK(af::device_crossings(g, *p).empty());
+    CHECK(has_line(p, "r", "no GPU kernel for Relu"));
+    CHECK(af::device_crossings(g, p).empty());
     return;
   }
   CHECK(dev(r) == kGpu0);
-  CHECK(has_line(*p, "c", "float32 only"));
+  CHECK(has_line(p, "c", "float32 only"));
   CHECK(dev(to_int) == kGpu0);
   // x -> r goes to the GPU; r comes back for s and host, to_int for c.
-  auto crossings = af::device_crossings(g, *p);
+  auto crossings = af::device_crossings(g, p);
   REQUIRE(crossings.size() == 4);
   CHECK(crossings[0].from.node == x.node_id());
   CHECK(crossings[0].to_node == r.node_id());
@@ -80,15 +88,11 @@ TEST_CASE("soft placement: a GPU the process does not have means the CPU, and sa
     auto x = af::placeholder(g, af::f32, {4}, "x");
     y = af::relu(x, "y");
   }
-  af::GpuPlacementOptions opts;
-  opts.num_gpus = 1;
-  opts.log = false;
-  auto p = af::place_on_gpus(g, opts);
-  REQUIRE(p.ok());
-  CHECK(p->devices[static_cast<size_t>(y.node_id())] == kCpu);
-  CHECK(has_line(*p, "y", "there is no GPU 2 (this process sees 1)"));
-  CHECK(p->fallbacks.size() == 2);
-  CHECK(af::device_crossings(g, *p).empty());
+  auto p = place_on_one_gpu(g);
+  CHECK(device_of(p, y) == kCpu);
+  CHECK(has_line(p, "y", "there is no GPU 2 (this process sees 1)"));
+  CHECK(p.fallbacks.size() == 2);
+  CHECK(af::device_crossings(g, p).empty());
 }
 
 TEST_CASE("soft placement: a graph without GPU devices is all CPU and logs nothing") {
@@ -111,19 +115,15 @@ TEST_CASE("soft placement: asking whether a GPU variable is initialized keeps it
     ready = af::is_variable_initialized(w, "w_ready");
   }
   af::Output report = af::report_uninitialized_variables(g);
-  af::GpuPlacementOptions opts;
-  opts.num_gpus = 1;
-  opts.log = false;
-  auto p = af::place_on_gpus(g, opts);
-  REQUIRE_MESSAGE(p.ok(), p.status().to_string());
-  auto dev = [&](const af::Output& o) { return p->devices[static_cast<size_t>(o.node_id())]; };
+  auto p = place_on_one_gpu(g);
+  auto dev = [&](const af::Output& o) { return device_of(p, o); };
   // The question runs on the host (no GPU kernel, a host bool) and ties no variable there.
   CHECK(dev(ready) == kCpu);
   CHECK(dev(report) == kCpu);
   if (!af::built_with_cuda()) return;
   CHECK_MESSAGE(dev(w) == kGpu0, "w fell back:\n" << [&] {
     std::string all;
-    for (auto& l : p->fallbacks) all += l + "\n";
+    for (auto& l : p.fallbacks) all += l + "\n";
     return all;
   }());
 }
