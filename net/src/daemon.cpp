@@ -138,11 +138,8 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
           return;
         }
         log("connection from " + label + " closed: " + why.to_string());
-        // A peer daemon's connection (it dialed this one): the steps exchanging edges
-        // with it end, as when a connection this daemon dialed is lost (peer_table.h).
-        if (!peer_address->empty() && why.code() != Code::cancelled)
-          partitions->peer_lost(*peer_address, Status(Code::unavailable, "the connection from peer daemon " + *peer_address +
-                                                                            " closed: " + why.message()));
+        // A peer daemon's connection (it dialed this one): lost as a dialed one would be.
+        if (!peer_address->empty()) peers->accepted_closed(*peer_address, why);
         // Its partitions' steps in flight end now, from here: each may hold a worker
         // thread, and with all of them held the freeing below would never run.
         partitions->abort_owner(id);
@@ -365,6 +362,7 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
     if (self->partitions) self->partitions->deliver(m);
   });
   impl->peers->set_log([self](const std::string& line) { self->log(line); });
+  // A lost peer, dialed or accepted: the steps exchanging edges with it end now.
   impl->peers->set_on_lost([self](const std::string& address, const Status& why) {
     if (self->partitions) self->partitions->peer_lost(address, why);
   });

@@ -74,6 +74,11 @@ void PeerTable::accepted(const std::string& address, const std::shared_ptr<Conne
   accepted_[address] = c;
 }
 
+void PeerTable::accepted_closed(const std::string& address, const Status& why) {
+  if (why.code() == Code::cancelled || !on_lost_) return;
+  on_lost_(address, Status(Code::unavailable, "the connection from peer daemon " + address + " closed: " + why.message()));
+}
+
 Status PeerTable::send(const std::string& address, Message m) {
   std::shared_ptr<DaemonClient> dialed;
   std::shared_ptr<Connection> conn;

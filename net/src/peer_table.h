@@ -28,8 +28,8 @@ class PeerTable {
   void set_connection_options(ConnectionOptions o) { dial_options_ = std::move(o); }
   // Gets a line when a dialed peer connects, comes back, or is lost. Set before use.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
-  // Called (on the connection's io thread; it must not block) when a dialed peer's
-  // connection is lost, with the peer's address and why. Set before use.
+  // Called (on the connection's io thread; it must not block) when a peer's connection
+  // is lost, dialed or accepted, with the peer's address and why. Set before use.
   void set_on_lost(std::function<void(const std::string& address, const Status& why)> f) { on_lost_ = std::move(f); }
   const std::string& self() const { return self_; }
 
@@ -40,6 +40,9 @@ class PeerTable {
                           const std::string& location = "");
   // An accepted connection whose Hello said "peer <address>".
   void accepted(const std::string& address, const std::shared_ptr<Connection>& c);
+  // That connection closed: unless this daemon closed it (cancelled), the peer is lost,
+  // as when a dialed connection is (on_lost). The io thread calls it; it never blocks.
+  void accepted_closed(const std::string& address, const Status& why);
   // Closes the dialed connections and waits for their io threads, so no frame arrives
   // after it returns (the daemon's shutdown, before it frees its partitions).
   void close_all();
