@@ -113,6 +113,22 @@ Thread 1 (Thread 0x7d (LWP 10) "node"):
     check(digest == ["2x runtime::EdgeRendezvous::wait <- net::WorkerPool::loop", "1x net::run_io_spinning"],
           f"stack_digest: {digest}")
 
+    # Steps ended by their deadline are found in the tasks' logs, whichever side said so.
+    logs = os.path.join(tmp, "logs")
+    os.makedirs(logs)
+    with open(os.path.join(logs, "ps0.1.log"), "w") as f:
+        f.write("02:11:34.026 [actorflow-node /job:ps/task:0] partition step 9 for 127.0.0.1:5 failed: DeadlineExceeded: "
+                "step 9 did not finish at /job:ps/task:0/cpu:0 within 10000 ms (waiting for edges 35 from "
+                "/job:ps/task:1/cpu:0)\nglobal step 300/3000  loss 0.1\n")
+    with open(os.path.join(logs, "worker0.2.log"), "w") as f:
+        f.write("step 4 on /job:ps/task:1 at af://127.0.0.1:6: no answer before the deadline\n")
+    with open(os.path.join(logs, "hang.txt"), "w") as f:
+        f.write("did not finish at (not a task's log)\n")
+    found = mod.stuck_steps(logs)
+    check(len(found) == 2 and found[0].startswith("ps0.1.log: ") and "waiting for edges 35" in found[0]
+          and found[1].startswith("worker0.2.log: "), f"stuck_steps: {found}")
+    check(mod.stuck_steps(os.path.join(tmp, "no-such-dir")) == [], "stuck_steps of a missing dir")
+
     p = subprocess.run([script, sys.executable, "--", "--checkpoint_path", tmp], capture_output=True, text=True, timeout=30)
     check(p.returncode == 2 and "--checkpoint_path is set by scripts/chaos" in p.stderr,
           f"an owned flag: exit {p.returncode}, {p.stderr!r}")
