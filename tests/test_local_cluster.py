@@ -266,13 +266,16 @@ def case_signal(launcher, sig, program_args, ready_pattern, what):
             start = time.monotonic()
             proc.send_signal(sig)
             try:
-                rc = proc.wait(timeout=10)
+                rc = proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 rc = None
             took = time.monotonic() - start
             check(rc == 128 + sig, f"{what}: the launcher returned {rc} after {signal.Signals(sig).name}, "
                                    f"not {128 + sig}")
-            check(took < 5, f"{what}: the launcher took {took:.1f} s to end after {signal.Signals(sig).name}")
+            # The launcher waits 2 s (TERM_WAIT_S) before its SIGKILL; the rest is slack for
+            # a loaded machine (7.1 s was seen with other clusters training beside it). A
+            # launcher that never killed would take the full 20 s.
+            check(took < 12, f"{what}: the launcher took {took:.1f} s to end after {signal.Signals(sig).name}")
             left = [p for p in pids if alive(p)]
             check(not left, f"{what}: tasks still alive after the launcher ended: {left}")
             check_none_left(c.dir, what, within=0.5)
