@@ -15,6 +15,7 @@
 
 #include "actorflow/kernel.h"
 #include "actorflow/ops/cpu_device.h"
+#include "gpu_kernel_harness.h"
 #include "interop/skip.h"
 #include "test_util.h"
 
@@ -28,18 +29,16 @@ constexpr bool kHaveCudnn = true;
 constexpr bool kHaveCudnn = false;
 #endif
 
+using aft::make_node;
+
 void require_gpu() {
-  if (!af::built_with_cuda()) aft::skip("GPU tests skipped: built without CUDA", "AF_REQUIRE_GPU");
+  aft::require_gpu();
   if (!kHaveCudnn) aft::skip("GPU tests skipped: built without cuDNN", "AF_REQUIRE_GPU");
-  if (af::cuda_device_count() == 0) aft::skip("GPU tests skipped: no device", "AF_REQUIRE_GPU");
 }
 
+// Convolution inputs in [-1, 1): sums over large windows stay well within float32.
 af::Tensor random_tensor(af::Shape s, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(static_cast<size_t>(s.num_elements()));
-  for (float& x : v) x = u(rng);
-  return af::Tensor::from_vector(v, std::move(s));
+  return aft::random_f32(std::move(s), seed, lo, hi);
 }
 
 // Small integers: pooling windows full of ties.
@@ -52,18 +51,6 @@ af::Tensor tie_tensor(af::Shape s, uint32_t seed) {
 }
 
 af::Tensor scalar_bool(bool b) { return af::Tensor::from_vector<bool>({b}, af::Shape{}); }
-
-const af::Node& make_node(af::Graph& g, const std::string& op, const std::vector<af::Tensor>& inputs,
-                          std::map<std::string, af::AttrValue> attrs = {}) {
-  af::NodeSpec spec;
-  spec.op = op;
-  spec.attrs = std::move(attrs);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    spec.inputs.push_back(af::placeholder(g, inputs[i].dtype(), inputs[i].shape(), "in" + std::to_string(i)));
-  auto r = g.add_node(std::move(spec));
-  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-  return r->node();
-}
 
 std::vector<af::Tensor> run_cpu_kernel(af::OpKernel& k, const af::Node& n, const std::vector<af::Tensor>& inputs) {
   af::OpKernelContext ctx(n, inputs, af::default_cpu_device(), nullptr, 1);

@@ -17,6 +17,7 @@
 
 #include "actorflow/kernel.h"
 #include "actorflow/ops/cpu_device.h"
+#include "gpu_kernel_harness.h"
 #include "interop/skip.h"
 #include "test_util.h"
 
@@ -24,31 +25,9 @@ namespace af = actorflow;
 
 namespace {
 
-void require_gpu() {
-  if (!af::built_with_cuda()) aft::skip("GPU tests skipped: built without CUDA", "AF_REQUIRE_GPU");
-  if (af::cuda_device_count() == 0) aft::skip("GPU tests skipped: no device", "AF_REQUIRE_GPU");
-}
-
-af::Tensor random_tensor(af::Shape s, uint32_t seed, float lo = -2.f, float hi = 2.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(static_cast<size_t>(s.num_elements()));
-  for (float& x : v) x = u(rng);
-  return af::Tensor::from_vector(v, std::move(s));
-}
-
-// A node of `op` over placeholders of the inputs' shapes, in a graph the caller keeps.
-const af::Node& make_node(af::Graph& g, const std::string& op, const std::vector<af::Tensor>& inputs,
-                          std::map<std::string, af::AttrValue> attrs = {}) {
-  af::NodeSpec spec;
-  spec.op = op;
-  spec.attrs = std::move(attrs);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    spec.inputs.push_back(af::placeholder(g, af::f32, inputs[i].shape(), "in" + std::to_string(i)));
-  auto r = g.add_node(std::move(spec));
-  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-  return r->node();
-}
+using aft::make_node;
+using aft::random_f32;
+using aft::require_gpu;
 
 af::Tensor run_cpu(const af::Node& n, const std::vector<af::Tensor>& inputs) {
   auto k = af::KernelRegistry::global().create(n, af::DeviceType::CPU);
@@ -148,7 +127,7 @@ TEST_CASE("the GPU API answers without a GPU, with or without CUDA") {
 TEST_CASE("needs a GPU: tensors round-trip host -> device -> host bit for bit") {
   require_gpu();
   for (af::Shape s : {af::Shape{}, af::Shape{0}, af::Shape{1}, af::Shape{3, 5}, af::Shape{1 << 22}}) {
-    af::Tensor h = random_tensor(s, 7);
+    af::Tensor h = random_f32(s, 7);
     auto d = af::copy_to_gpu(h, 0);
     REQUIRE_MESSAGE(d.ok(), d.status().to_string());
     CHECK(d->device() == af::DeviceId{af::DeviceType::GPU, 0});
@@ -166,10 +145,10 @@ TEST_CASE("needs a GPU: tensors round-trip host -> device -> host bit for bit") 
 TEST_CASE("needs a GPU: unary ops match the CPU (rtol 1e-5, atol 1e-6)") {
   require_gpu();
   for (const char* op : {"Neg", "Abs", "Sign", "Square", "Relu", "Exp", "Sigmoid", "Tanh", "Softplus"})
-    compare(op, {random_tensor({37, 129}, 1)}, 1e-5, 1e-6);
+    compare(op, {random_f32({37, 129}, 1)}, 1e-5, 1e-6);
   // Logs and roots of positive inputs.
-  for (const char* op : {"Log", "Sqrt", "Rsqrt"}) compare(op, {random_tensor({1000}, 2, 0.01f, 4.f)}, 1e-5, 1e-6);
-  compare("Relu", {random_tensor({0, 3}, 3)}, 0, 0);
+  for (const char* op : {"Log", "Sqrt", "Rsqrt"}) compare(op, {random_f32({1000}, 2, 0.01f, 4.f)}, 1e-5, 1e-6);
+  compare("Relu", {random_f32({0, 3}, 3)}, 0, 0);
 }
 
 TEST_CASE("needs a GPU: binary ops with broadcasting match the CPU (rtol 1e-5, atol 1e-6)") {
@@ -179,11 +158,11 @@ TEST_CASE("needs a GPU: binary ops with broadcasting match the CPU (rtol 1e-5, a
       {{2, 1, 3, 1, 2}, {1, 4, 1, 5, 2}}, {{256, 300}, {300}}, {{0, 4}, {4}}};
   uint32_t seed = 10;
   for (const char* op : {"Add", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference"})
-    for (auto& [a, b] : shapes) compare(op, {random_tensor(a, seed++), random_tensor(b, seed++)}, 1e-5, 1e-6);
+    for (auto& [a, b] : shapes) compare(op, {random_f32(a, seed++), random_f32(b, seed++)}, 1e-5, 1e-6);
   // Divisors and bases kept away from 0.
   for (auto& [a, b] : shapes) {
-    compare("Div", {random_tensor(a, seed++), random_tensor(b, seed++, 0.5f, 2.f)}, 1e-5, 1e-6);
-    compare("Pow", {random_tensor(a, seed++, 0.5f, 2.f), random_tensor(b, seed++)}, 1e-5, 1e-6);
+    compare("Div", {random_f32(a, seed++), random_f32(b, seed++, 0.5f, 2.f)}, 1e-5, 1e-6);
+    compare("Pow", {random_f32(a, seed++, 0.5f, 2.f), random_f32(b, seed++)}, 1e-5, 1e-6);
   }
 }
 
@@ -207,17 +186,17 @@ TEST_CASE("needs a GPU: Sum and Mean match the CPU (rtol 1e-4, atol 1e-4 + 2e-6 
     }
     for (bool keep : {false, true}) {
       const std::map<std::string, af::AttrValue> attrs = {{"axes", c.axes}, {"keepdims", keep}};
-      compare("Sum", {random_tensor(c.shape, seed++)}, 1e-4, 1e-4 + 2e-6 * double(count), attrs);
-      compare("Mean", {random_tensor(c.shape, seed++)}, 1e-4, 1e-4 + 2e-6, attrs);
+      compare("Sum", {random_f32(c.shape, seed++)}, 1e-4, 1e-4 + 2e-6 * double(count), attrs);
+      compare("Mean", {random_f32(c.shape, seed++)}, 1e-4, 1e-4 + 2e-6, attrs);
     }
   }
 }
 
 TEST_CASE("needs a GPU: BiasAdd matches the CPU, NHWC and NCHW (exact)") {
   require_gpu();
-  compare("BiasAdd", {random_tensor({32, 10}, 1), random_tensor({10}, 2)}, 0, 0);
-  compare("BiasAdd", {random_tensor({2, 4, 4, 3}, 3), random_tensor({3}, 4)}, 0, 0);
-  compare("BiasAdd", {random_tensor({2, 3, 4, 4}, 5), random_tensor({3}, 6)}, 0, 0, {{"data_format", "NCHW"}});
+  compare("BiasAdd", {random_f32({32, 10}, 1), random_f32({10}, 2)}, 0, 0);
+  compare("BiasAdd", {random_f32({2, 4, 4, 3}, 3), random_f32({3}, 4)}, 0, 0);
+  compare("BiasAdd", {random_f32({2, 3, 4, 4}, 5), random_f32({3}, 6)}, 0, 0, {{"data_format", "NCHW"}});
 }
 
 TEST_CASE("needs a GPU: MatMul and _FusedMatMul match the CPU (f32 accumulation: rtol 1e-4, atol 1e-4 * k)") {
@@ -230,24 +209,24 @@ TEST_CASE("needs a GPU: MatMul and _FusedMatMul match the CPU (f32 accumulation:
     const double atol = 1e-4 * double(c.k);
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        af::Tensor a = random_tensor(ta ? af::Shape{c.k, c.m} : af::Shape{c.m, c.k}, seed++);
-        af::Tensor b = random_tensor(tb ? af::Shape{c.n, c.k} : af::Shape{c.k, c.n}, seed++);
+        af::Tensor a = random_f32(ta ? af::Shape{c.k, c.m} : af::Shape{c.m, c.k}, seed++);
+        af::Tensor b = random_f32(tb ? af::Shape{c.n, c.k} : af::Shape{c.k, c.n}, seed++);
         compare("MatMul", {a, b}, 1e-4, atol, {{"transpose_a", ta}, {"transpose_b", tb}});
-        af::Tensor bias = random_tensor({c.n}, seed++);
+        af::Tensor bias = random_f32({c.n}, seed++);
         for (bool relu : {false, true})
           compare("_FusedMatMul", {a, b, bias}, 1e-4, atol, {{"transpose_a", ta}, {"transpose_b", tb}, {"relu", relu}});
       }
   }
   // Equal batch dims go through cuBLASLt's strided batches.
-  compare("MatMul", {random_tensor({3, 2, 8, 16}, seed++), random_tensor({3, 2, 16, 4}, seed++)}, 1e-4, 1.6e-3);
+  compare("MatMul", {random_f32({3, 2, 8, 16}, seed++), random_f32({3, 2, 16, 4}, seed++)}, 1e-4, 1.6e-3);
   // An empty inner dimension gives zeros.
-  compare("MatMul", {random_tensor({4, 0}, seed++), random_tensor({0, 3}, seed++)}, 0, 0);
+  compare("MatMul", {random_f32({4, 0}, seed++), random_f32({0, 3}, seed++)}, 0, 0);
 }
 
 TEST_CASE("needs a GPU: kernel errors are Status values naming the node and op") {
   require_gpu();
   af::Graph g;
-  af::Tensor a = random_tensor({2, 3}, 1);
+  af::Tensor a = random_f32({2, 3}, 1);
   const af::Node& n = make_node(g, "Add", {a, a});
   af::Tensor out;
   // Host tensors given straight to a GPU kernel: refused, with the way out named.
@@ -272,7 +251,7 @@ TEST_CASE("needs a GPU: 256 kernels in flight at once all finish through the one
   require_gpu();
   auto dev = af::gpu_device_context(0);
   REQUIRE(dev.ok());
-  af::Tensor x = random_tensor({1 << 16}, 9);
+  af::Tensor x = random_f32({1 << 16}, 9);
   auto xd = af::copy_to_gpu(x, 0);
   REQUIRE(xd.ok());
   af::Graph g;

@@ -20,6 +20,7 @@
 #include "actorflow/resource_mgr.h"
 #include "datasets.h"
 #include "flags.h"
+#include "gpu_kernel_harness.h"
 #include "interop/skip.h"
 #include "models.h"
 #include "test_util.h"
@@ -30,18 +31,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void require_gpu() {
-  if (!af::built_with_cuda()) aft::skip("GPU tests skipped: built without CUDA", "AF_REQUIRE_GPU");
-  if (af::cuda_device_count() == 0) aft::skip("GPU tests skipped: no device", "AF_REQUIRE_GPU");
-}
-
-af::Tensor random_f32(af::Shape s, uint32_t seed, float lo = -2.f, float hi = 2.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(static_cast<size_t>(s.num_elements()));
-  for (float& x : v) x = u(rng);
-  return af::Tensor::from_vector(v, std::move(s));
-}
+using aft::make_node;
+using aft::random_f32;
+using aft::require_gpu;
 
 template <typename T>
 af::Tensor random_ints(af::Shape s, uint32_t seed, int64_t lo, int64_t hi) {
@@ -50,19 +42,6 @@ af::Tensor random_ints(af::Shape s, uint32_t seed, int64_t lo, int64_t hi) {
   std::vector<T> v(static_cast<size_t>(s.num_elements()));
   for (T& x : v) x = static_cast<T>(u(rng));
   return af::Tensor::from_vector(v, std::move(s));
-}
-
-// A node of `op` over placeholders of the inputs' dtypes and shapes.
-const af::Node& make_node(af::Graph& g, const std::string& op, const std::vector<af::Tensor>& inputs,
-                          std::map<std::string, af::AttrValue> attrs = {}) {
-  af::NodeSpec spec;
-  spec.op = op;
-  spec.attrs = std::move(attrs);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    spec.inputs.push_back(af::placeholder(g, inputs[i].dtype(), inputs[i].shape(), "in" + std::to_string(i)));
-  auto r = g.add_node(std::move(spec));
-  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-  return r->node();
 }
 
 std::vector<af::Tensor> run_cpu(const af::Node& n, const std::vector<af::Tensor>& inputs, af::ResourceMgr* rm = nullptr) {
