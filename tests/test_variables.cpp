@@ -315,3 +315,31 @@ TEST_CASE("is_variable_initialized and report_uninitialized_variables follow run
   CHECK(t->num_elements() == 0);
   CHECK_THROWS_AS(af::is_variable_initialized(af::constant(g, 1.0f, "not_a_variable")), af::Error);
 }
+
+TEST_CASE("ReportUninitialized fed something other than one bool fails its step, naming the input") {
+  af::Graph g;
+  auto flag = af::placeholder(g, af::DType::boolean, af::Shape::unknown_rank(), "flag");
+  af::NodeSpec spec;
+  spec.op = "ReportUninitialized";
+  spec.name = "report";
+  spec.inputs = {flag};
+  spec.attrs["names"] = af::AttrValue::Strings{"v"};
+  auto report = g.add_node(std::move(spec));
+  REQUIRE_MESSAGE(report.ok(), report.status().to_string());
+  auto sess = af::Session::create(g, each_backend()).value();
+  auto ok = sess.run({report->output(0)}, {{flag, af::Tensor::scalar(false)}});
+  REQUIRE_MESSAGE(ok.ok(), ok.status().to_string());
+  CHECK(ok->at(0).to_vector<std::string>() == std::vector<std::string>{"v"});
+  auto bad = sess.run({report->output(0)}, {{flag, af::Tensor::from_vector<bool>({true, false}, af::Shape{2})}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(contains(bad.status().message(), "'v'"));
+  CHECK(contains(bad.status().message(), "one bool"));
+  // Its names must match its inputs when it is built.
+  af::NodeSpec wrong;
+  wrong.op = "ReportUninitialized";
+  wrong.inputs = {flag};
+  wrong.attrs["names"] = af::AttrValue::Strings{"a", "b"};
+  auto refused = g.add_node(std::move(wrong));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(contains(refused.status().message(), "one name per input"));
+}

@@ -82,8 +82,14 @@ class ReportUninitializedKernel : public OpKernel {
   explicit ReportUninitializedKernel(const Node& n) : OpKernel(n), names_(n.find_attr("names")->get<AttrValue::Strings>()) {}
   void compute(OpKernelContext& ctx) override {
     std::vector<std::string> missing;
-    for (int i = 0; i < ctx.num_inputs(); ++i)
-      if (!ctx.input(i).item<bool>()) missing.push_back(names_[static_cast<size_t>(i)]);
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& flag = ctx.input(i);
+      if (flag.dtype() != DType::boolean || flag.num_elements() != 1)
+        return ctx.fail(invalid_argument("input " + std::to_string(i) + " ('" + names_[static_cast<size_t>(i)] +
+                                         "') must be one bool, got " + dtype_name(flag.dtype()) +
+                                         flag.shape().to_string()));
+      if (!flag.data<bool>()[0]) missing.push_back(names_[static_cast<size_t>(i)]);
+    }
     const auto n = static_cast<int64_t>(missing.size());
     ctx.set_output(0, Tensor::from_vector(std::move(missing), Shape{n}));
   }
