@@ -72,7 +72,7 @@ class EdgeRendezvous {
   // Fails every waiter now and later: the session is closing.
   void abort_all(const Status& why);
   // What step `step` still waits for here, for a deadline's message: "edges 35, 41 from
-  // /job:ps/task:1/cpu:0; a credit of edge 7", or "" when nothing.
+  // /job:ps/task:1/cpu:0; credits of edges 7", or "" when nothing.
   std::string describe_waits(int64_t step);
 
  private:
