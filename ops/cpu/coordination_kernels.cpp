@@ -58,6 +58,12 @@ struct GradientAccumulator final : Resource {
     workers.insert(worker);
     return true;
   }
+  // Empties this round's sum (taken, or dropped for an earlier round).
+  void clear_sum() {
+    sum = Tensor();
+    count = 0;
+    workers.clear();
+  }
 };
 
 struct SyncRound final : Resource {
@@ -187,9 +193,7 @@ class TakeGradientKernel final : public AsyncOpKernel {
     log_line("[sync] " + who + ": the chief takes round " + std::to_string(round) + ", behind the accumulator's " +
              std::to_string(a.round) + " (the global step went back): the accumulator restarts at round " +
              std::to_string(round));
-    a.sum = Tensor();
-    a.count = 0;
-    a.workers.clear();
+    a.clear_sum();
     a.round = round;
     for (auto& [worker, stash] : a.stashed)
       if (stash.first >= round && a.add(stash.second, worker)) --a.stale;
@@ -241,9 +245,7 @@ class TakeGradientKernel final : public AsyncOpKernel {
       log_line(os.str());
     }
     st.ctx->set_output(0, acc.sum.dtype() == DType::f32 ? mean_of<float>(acc.sum, acc.count) : mean_of<double>(acc.sum, acc.count));
-    acc.sum = Tensor();
-    acc.count = 0;
-    acc.workers.clear();
+    acc.clear_sum();
     acc.stashed.clear();
     acc.round = std::max(acc.round, st.round + 1);
     st.done();
