@@ -13,11 +13,19 @@ Status placeholder_shape(ShapeContext& c) {
   return Status::OK();
 }
 
-Status update_shape(ShapeContext& c) {
+// The VariableV2 node that attribute "variable" names (ops on a variable name it so).
+Status named_variable(ShapeContext& c, const Node** var) {
   std::string var_name = c.node().attr_string("variable");
-  const Node* var = c.graph().find_node(var_name);
-  if (!var || var->op != "VariableV2")
+  *var = c.graph().find_node(var_name);
+  if (!*var || (*var)->op != "VariableV2")
     return c.error("attribute 'variable' must name a VariableV2 node, got '" + var_name + "'");
+  return Status::OK();
+}
+
+Status update_shape(ShapeContext& c) {
+  const Node* var = nullptr;
+  AF_RETURN_IF_ERROR(named_variable(c, &var));
+  const std::string& var_name = var->name;
   if (var->output_dtypes[0] != c.input_dtype(0))
     return c.error("value " + c.describe_input(0) + " does not match variable '" + var_name + "' (" +
                    dtype_name(var->output_dtypes[0]) + var->output_shapes[0].to_string() + ")");
@@ -62,10 +70,8 @@ AF_REGISTER_OP("AssignAdd").inputs(1).stateful().required_attr("variable").shape
 AF_REGISTER_OP("AssignSub").inputs(1).stateful().required_attr("variable").shape_fn(update_shape);
 
 AF_REGISTER_OP("ReadVariable").inputs(0).stateful().required_attr("variable").shape_fn([](ShapeContext& c) {
-  std::string var_name = c.node().attr_string("variable");
-  const Node* var = c.graph().find_node(var_name);
-  if (!var || var->op != "VariableV2")
-    return c.error("attribute 'variable' must name a VariableV2 node, got '" + var_name + "'");
+  const Node* var = nullptr;
+  AF_RETURN_IF_ERROR(named_variable(c, &var));
   c.set_output(0, var->output_dtypes[0], var->output_shapes[0]);
   return Status::OK();
 });
@@ -73,10 +79,8 @@ AF_REGISTER_OP("ReadVariable").inputs(0).stateful().required_attr("variable").sh
 // Whether the variable named by "variable" holds a value (tf.is_variable_initialized); it
 // runs where the variable lives, so asking costs a bool on the wire, not the value.
 AF_REGISTER_OP("IsVariableInitialized").inputs(0).stateful().required_attr("variable").shape_fn([](ShapeContext& c) {
-  std::string var_name = c.node().attr_string("variable");
-  const Node* var = c.graph().find_node(var_name);
-  if (!var || var->op != "VariableV2")
-    return c.error("attribute 'variable' must name a VariableV2 node, got '" + var_name + "'");
+  const Node* var = nullptr;
+  AF_RETURN_IF_ERROR(named_variable(c, &var));
   c.set_output(0, DType::boolean, Shape{});
   return Status::OK();
 });
