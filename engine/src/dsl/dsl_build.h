@@ -20,6 +20,14 @@ inline Output add(Graph& g, const std::string& op, const std::string& name, std:
   return add_op(g, std::move(spec)).output(0);
 }
 
+// Throws unless `var` is a variable's own output (VariableV2), as the ops that name a
+// variable need; `what` is the op and its name ("assign 'w/Assign'"), `arg` the argument.
+inline void require_variable(const Output& var, const std::string& what, const std::string& arg = "the argument") {
+  if (!var.valid() || var.node().op != "VariableV2")
+    throw Error(invalid_argument(what + ": " + arg + " must be a variable, got '" +
+                                 (var.valid() ? var.node().name + "' (" + var.node().op + ")" : std::string("<empty>'"))));
+}
+
 inline Graph& graph_of(const Output& x) {
   if (!x.valid())
     throw Error(invalid_argument("an invalid Output was passed to an op: it was default-constructed and names no node"));

@@ -54,16 +54,13 @@ Output truncated_normal(Graph& g, Shape shape, double mean, double stddev, int64
 
 namespace {
 Output update(const std::string& op, const Output& var, const Output& value, const std::string& name) {
-  if (!var.valid() || var.node().op != "VariableV2")
-    throw Error(invalid_argument(op + " '" + name + "': the first argument must be a variable, got '" +
-                                 (var.valid() ? var.node().name + "' (" + var.node().op + ")" : std::string("<empty>'"))));
+  dsl::require_variable(var, op + " '" + name + "'", "the first argument");
   return add(graph_of(var), op, name, {value}, {{"variable", var.node().name}});
 }
 }  // namespace
 
 Output read_variable(const Output& var, const std::string& name) {
-  if (!var.valid() || var.node().op != "VariableV2")
-    throw Error(invalid_argument("read_variable '" + name + "': the argument must be a variable"));
+  dsl::require_variable(var, "read_variable '" + name + "'");
   return add(graph_of(var), "ReadVariable", name, {}, {{"variable", var.node().name}});
 }
 

@@ -188,9 +188,7 @@ VariableScope::VariableScope(Graph& g, const std::string& name, VarReuse reuse, 
 
 
 Output is_variable_initialized(const Output& var, const std::string& name) {
-  if (!var.valid() || var.node().op != "VariableV2")
-    throw Error(invalid_argument("is_variable_initialized '" + name + "': the argument must be a variable, got '" +
-                                 (var.valid() ? var.node().name + "' (" + var.node().op + ")" : std::string("<empty>'"))));
+  dsl::require_variable(var, "is_variable_initialized '" + name + "'");
   Graph& g = dsl::graph_of(var);
   // Asked where the variable lives, also inside another task's DeviceScope.
   std::optional<DeviceScope> on_var;

@@ -17,12 +17,6 @@ namespace optim {
 
 namespace {
 
-void require_variable(const Output& v, const std::string& who) {
-  if (!v.valid() || v.node().op != "VariableV2")
-    throw Error(invalid_argument(who + ": '" + (v.valid() ? v.node().name + "' (" + v.node().op + ")" : std::string("<empty>'")) +
-                                 " is not a variable"));
-}
-
 std::vector<Output> trainable_variables(Graph& g) {
   std::vector<Output> vars;
   for (int id : g.collection("trainable_variables")) vars.emplace_back(&g, id, 0);
@@ -90,7 +84,7 @@ GradsAndVars Optimizer::compute_gradients(const Output& loss, const std::vector<
   Graph& g = *loss.graph();
   std::vector<Output> vars = var_list.empty() ? trainable_variables(g) : var_list;
   if (vars.empty()) throw Error(invalid_argument(name_ + ": no variables to optimize"));
-  for (auto& v : vars) require_variable(v, name_);
+  for (auto& v : vars) dsl::require_variable(v, name_, "each of var_list");
   if (!is_floating(loss.dtype()))
     throw Error(invalid_argument(name_ + ": the loss '" + loss.node().name + "' must be float32 or float64, got " +
                                  dtype_name(loss.dtype())));
@@ -105,7 +99,7 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
   std::vector<std::pair<Gradient, Output>> todo;
   std::string missing;
   for (auto& [gr, v] : grads_and_vars) {
-    require_variable(v, name_);
+    dsl::require_variable(v, name_, "each gradient's variable");
     if (gr.valid()) todo.emplace_back(gr, v);
     else missing += (missing.empty() ? "" : ", ") + v.node().name;
   }
@@ -114,7 +108,7 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
                                  "); check that the loss depends on them"));
   Graph& g = *todo[0].second.graph();
   if (global_step.valid()) {
-    require_variable(global_step, name_ + " (global_step)");
+    dsl::require_variable(global_step, name_, "global_step");
     if (!is_integer(global_step.dtype()))
       throw Error(invalid_argument(name_ + ": global_step must be an integer variable"));
   }
