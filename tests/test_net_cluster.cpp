@@ -220,6 +220,9 @@ TEST_CASE("variables on a ps daemon persist across kinds of step and a graph tha
   auto got = remote->run({z});
   REQUIRE_MESSAGE(got.ok(), got.status().to_string());
   CHECK(got->at(0).to_vector<float>() == std::vector<float>{1 + 3 * 1.0f, 2 + 3 * -6.0f});
+  // Every kind of step, and the one registered again after the graph grew, went over one
+  // connection from this session to each daemon.
+  for (auto* d : {&c.d0, &c.d1, &c.d2}) CHECK_MESSAGE(aftnet::client_connections(d->log()) == 1, d->log());
 }
 
 TEST_CASE("steps from 4 threads pipeline over 3 daemons with one credit per edge") {

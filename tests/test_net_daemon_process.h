@@ -59,6 +59,20 @@ struct ScopedEnv {
 };
 
 // Three daemons started with the same flags, named as tasks worker 0, worker 1 and ps 0.
+// The connections a client (not a peer daemon dialing for edges) made to a daemon, by
+// its log's "authenticated" lines.
+inline int client_connections(const std::string& log) {
+  int n = 0;
+  size_t at = 0;
+  while ((at = log.find("authenticated", at)) != std::string::npos) {
+    size_t line = log.rfind('\n', at);
+    line = line == std::string::npos ? 0 : line + 1;
+    if (log.substr(line, at - line).find("client 'peer ") == std::string::npos) ++n;
+    ++at;
+  }
+  return n;
+}
+
 struct ThreeDaemons {
   explicit ThreeDaemons(const std::string& token, std::vector<std::string> extra = {})
       : d0(token, 0, extra), d1(token, 0, extra), d2(token, 0, extra) {}

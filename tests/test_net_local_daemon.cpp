@@ -19,25 +19,13 @@
 namespace af = actorflow;
 namespace afn = actorflow::net;
 using aftnet::DaemonProcess;
+using aftnet::client_connections;
 
 namespace {
 
 const char* kToken = "local-daemon-test-token";
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// Connections a client (not a peer daemon dialing for edges) made to the daemon.
-int client_connections(const std::string& log) {
-  int n = 0;
-  size_t at = 0;
-  while ((at = log.find("authenticated", at)) != std::string::npos) {
-    size_t line = log.rfind('\n', at);
-    line = line == std::string::npos ? 0 : line + 1;
-    if (log.substr(line, at - line).find("client 'peer ") == std::string::npos) ++n;
-    ++at;
-  }
-  return n;
-}
 
 // A daemon in this process whose log lines the test reads.
 struct OwnDaemon {

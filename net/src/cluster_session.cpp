@@ -8,6 +8,10 @@
 // wait is bounded: a step without a timeout gets kDefaultStepTimeoutMs. A graph that
 // grew is cut and registered again; its variables live on, since all partitions of a
 // session share their location's variables on the daemon (RegisterGraph.variableScope).
+// The session dials each location's daemon once and every kind of step shares that
+// connection (step ids are the session's, so its replies never mix): a kind that goes
+// away closes its partitions by CloseGraph, and a connection that died is dialed afresh
+// by the next kind registered.
 // A partition whose daemon runs in this process (a worker task's own) is registered and
 // run by direct calls instead of a loopback connection (local_daemons.h).
 #include "cluster_session.h"
@@ -265,11 +269,13 @@ class ClusterSession final : public SessionImpl {
 
   Status close() override {
     std::map<std::string, std::shared_ptr<Kind>> kinds;
+    std::map<std::string, std::shared_ptr<DaemonClient>> clients;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) return Status::OK();
       closed_ = true;
       kinds.swap(kinds_);
+      clients.swap(clients_);
     }
     // Closing each connection frees its partitions on the daemon.
     return Status::OK();
@@ -295,6 +301,16 @@ class ClusterSession final : public SessionImpl {
     std::map<std::string, Part> parts;                    // location -> its daemon and handle
     std::map<std::string, std::string> meta_location;     // node name -> location
     bool broken = false;
+    Kind() = default;
+    Kind(const Kind&) = delete;
+    Kind& operator=(const Kind&) = delete;
+    // A kind replaced (its graph grew, a peer was lost), or whose registration failed
+    // half-way: its connections stay open for the session's other kinds, so its
+    // partitions are closed here (a dead connection's are gone with it).
+    ~Kind() {
+      for (auto& [loc, p] : parts)
+        if (p.client && p.handle) p.client->close_graph(p.handle);
+    }
   };
 
   Result<std::string> location_of(const Kind& k, const std::string& node) const {
@@ -386,15 +402,27 @@ class ClusterSession final : public SessionImpl {
         k->parts[loc] = std::move(p);
         continue;
       }
-      auto c = DaemonClient::connect(t.host, t.port, token_, label, deadline);
-      if (!c.ok()) return c.status();
-      p.client = std::shared_ptr<DaemonClient>(std::move(c).value());
+      AF_ASSIGN_OR_RETURN(p.client, client_for(loc, t, label, deadline));
       auto h = p.client->register_message(std::move(m), deadline);
       if (!h.ok()) return h.status().with_context("registering the partition for " + loc + " on " + label);
       p.handle = *h;
       k->parts[loc] = std::move(p);
     }
     return k;
+  }
+
+  // The session's connection to the daemon of `loc` (mu_ held): the one open, or a new
+  // one when there is none or it died (the daemon went away, maybe restarted since).
+  // One per location, not per daemon: two partitions of one step on one daemon (its CPU
+  // and its GPU) answer with the same step id, which a connection's replies are keyed by.
+  Result<std::shared_ptr<DaemonClient>> client_for(const std::string& loc, const TaskAddress& t, const std::string& label,
+                                                   DaemonClient::Clock::time_point deadline) {
+    auto& c = clients_[loc];
+    if (c && c->alive()) return c;
+    c.reset();
+    AF_ASSIGN_OR_RETURN(std::unique_ptr<DaemonClient> fresh, DaemonClient::connect(t.host, t.port, token_, label, deadline));
+    c = std::move(fresh);
+    return c;
   }
 
   // The key under which daemons keep this session's variables: its own, or the named
@@ -413,6 +441,7 @@ class ClusterSession final : public SessionImpl {
   std::mutex mu_;
   std::mutex step_mu_;
   std::map<std::string, std::shared_ptr<Kind>> kinds_;
+  std::map<std::string, std::shared_ptr<DaemonClient>> clients_;  // location -> its daemon's connection
   uint64_t session_base_ = 0;
   uint64_t kinds_made_ = 0;
   bool closed_ = false;
