@@ -14,6 +14,7 @@
 
 #include "../net/src/frame.h"
 #include "../net/src/frame_messages.h"
+#include "../net/src/handshake.h"
 #include "net.capnp.h"
 
 #include <capnp/message.h>
@@ -308,6 +309,12 @@ TEST_CASE("a genuine handshake is a few hundred bytes: what a daemon reads befor
   std::string proof = an::encode_message(an::AuthProofMsg{std::string(32, 'm')}).bytes();
   INFO("Hello " << hello.size() << " bytes, AuthProof " << proof.size() << " bytes");
   CHECK(hello.size() + proof.size() < 300);
+  // The largest Hello a peer may send (its task name at the limit) still fits what a
+  // connection reads before authentication, with its AuthProof.
+  std::string longest = an::encode_message(an::HelloMsg{an::kProtoVersion, "client", std::string(an::kMaxHelloText, 't'), 1,
+                                                        std::string(32, 'n')}).bytes();
+  INFO("the longest Hello " << longest.size() << " bytes");
+  CHECK(longest.size() + proof.size() <= an::kMaxPreAuthFrameBytes);
 }
 
 TEST_CASE("2,000 mutated frames with payloads after authentication: errors, never a crash") {

@@ -27,9 +27,10 @@ namespace actorflow::net {
 
 inline constexpr size_t kFrameHeaderBytes = 16;
 inline constexpr char kFrameMagic[4] = {'A', 'F', 'N', '1'};
-// Before a peer has authenticated, no frame may be longer than this: an unauthenticated
-// peer cannot make us hold more.
-inline constexpr size_t kMaxPreAuthFrameBytes = 4096;
+// Before a peer has authenticated, no frame may be longer than this, and a connection
+// reads no more than this in all: an unauthenticated peer cannot make us hold more. The
+// largest genuine Hello (a task name of kMaxHelloText bytes) and AuthProof fit.
+inline constexpr size_t kMaxPreAuthFrameBytes = 768;
 // After authentication, the default of --max_message_bytes.
 inline constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{2} << 30;
 inline constexpr uint16_t kFramePayload = 1;
