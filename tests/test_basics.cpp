@@ -2,6 +2,9 @@
 
 #include <actorflow/actorflow.h>
 
+#include <cstdint>
+#include <vector>
+
 namespace af = actorflow;
 
 TEST_CASE("hello graph: a string constant and 10 + 32") {
@@ -25,6 +28,45 @@ TEST_CASE("broadcasting add of [2,3] and [3]") {
   auto out = sess.eval(c);
   REQUIRE(out.ok());
   CHECK(out->to_vector<float>() == std::vector<float>{11, 22, 33, 14, 25, 36});
+}
+
+TEST_CASE("elementwise ops over large inputs: shards split rows, broadcast or not, and every element is right") {
+  // Same-shaped inputs collapse to one row; the pool splits it (and broadcast rows) by
+  // elements, so shard boundaries fall inside rows.
+  af::Graph g;
+  const int64_t rows = 601, cols = 997, flat = 300001;
+  auto iota = [](int64_t n, float scale, float shift) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 1013) * scale + shift;
+    return v;
+  };
+  auto fa = iota(flat, 1, 0), fb = iota(flat, 2, 1);
+  auto ma = iota(rows * cols, 1, -500), row = iota(cols, 3, 0), col = iota(rows, 1, 1);
+  std::vector<uint8_t> cond(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < cond.size(); ++i) cond[i] = (i * 7919) % 3 == 0;
+  auto same = af::constant(g, fa, af::Shape{flat}) + af::constant(g, fb, af::Shape{flat});
+  auto by_row = af::constant(g, ma, af::Shape{rows, cols}) - af::constant(g, row, af::Shape{cols});
+  auto outer = af::constant(g, col, af::Shape{rows, 1}) * af::constant(g, row, af::Shape{1, cols});
+  af::Tensor c(af::DType::boolean, af::Shape{rows, cols});
+  for (size_t i = 0; i < cond.size(); ++i) c.data<bool>()[i] = cond[i] != 0;
+  auto picked = af::where(af::constant(g, c), af::constant(g, row, af::Shape{cols}), af::constant(g, -1.0f));
+  auto sess = af::Session::create(g).value();
+  auto out = sess.run({same, by_row, outer, picked});
+  REQUIRE_MESSAGE(out.ok(), out.status().to_string());
+  const float* ps = (*out)[0].data<float>();
+  const float* pr = (*out)[1].data<float>();
+  const float* po = (*out)[2].data<float>();
+  const float* pp = (*out)[3].data<float>();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < flat; ++i) wrong += ps[i] != fa[static_cast<size_t>(i)] + fb[static_cast<size_t>(i)];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k) {
+      size_t i = static_cast<size_t>(r * cols + k), kk = static_cast<size_t>(k);
+      wrong += pr[i] != ma[i] - row[kk];
+      wrong += po[i] != col[static_cast<size_t>(r)] * row[kk];
+      wrong += pp[i] != (cond[i] ? row[kk] : -1.0f);
+    }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("placeholder feeds and a missing feed names the node") {

@@ -28,9 +28,7 @@ class SumToShapeOfKernel : public OpKernel {
         T* po = out.data<T>();
         std::fill(po, po + out.num_elements(), T(0));
         const T* pg = g.data<T>();
-        const int64_t inner = plan.dims.back();
-        const int64_t rows = inner == 0 ? 0 : plan.num_elements / inner;
-        for_each_broadcast_row<2>(plan, 0, rows, [&](int64_t o, int64_t n, const int64_t* off, const int64_t* step) {
+        for_each_broadcast_span<2>(plan, 0, plan.num_elements, [&](int64_t o, int64_t n, const int64_t* off, const int64_t* step) {
           const T* src = pg + off[0];
           T* dst = po + off[1];
           if (step[1] == 1) {

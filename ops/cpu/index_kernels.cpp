@@ -369,34 +369,30 @@ class SelectKernel : public OpKernel {
     }
     Tensor* out = try_allocate(ctx, 0, a.dtype(), plan.out_shape);
     if (!out || out->num_elements() == 0) return;
-    const int64_t inner = plan.dims.back();
-    const int64_t rows = inner == 0 ? 0 : plan.num_elements / inner;
     bool ok = visit_any_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const bool* pc = c.data<bool>();
       const T* pa = a.data<T>();
       const T* pb = b.data<T>();
       T* po = out->data<T>();
-      ctx.device()->parallel_for(rows, inner * 2 + 10, [&](int64_t r0, int64_t r1) {
-        for_each_broadcast_row<3>(plan, r0, r1, [&](int64_t o, int64_t n, const int64_t* off, const int64_t* step) {
-          const bool* cc = pc + off[0];
-          const T* ca = pa + off[1];
-          const T* cb = pb + off[2];
-          T* co = po + o;
-          if (step[0] == 1 && step[1] <= 1 && step[2] <= 1 && (step[1] == 1 || step[2] == 1)) {
-            // Rows of both branches, or one branch a scalar: ReluGrad's where(x > 0, g, 0)
-            // in every MLP's backward pass.
-            select_row(cc, ca, step[1], cb, step[2], co, n);
-          } else if (step[0] == 0) {
-            // One condition for the whole row: a straight copy of one branch.
-            const T* from = cc[0] ? ca : cb;
-            const int64_t s = cc[0] ? step[1] : step[2];
-            if (s == 1) copy_elems(from, n, co);
-            else std::fill(co, co + n, from[0]);
-          } else {
-            for (int64_t i = 0; i < n; ++i) co[i] = cc[i * step[0]] ? ca[i * step[1]] : cb[i * step[2]];
-          }
-        });
+      parallel_broadcast<3>(plan, ctx.device(), 2, [&](int64_t o, int64_t n, const int64_t* off, const int64_t* step) {
+        const bool* cc = pc + off[0];
+        const T* ca = pa + off[1];
+        const T* cb = pb + off[2];
+        T* co = po + o;
+        if (step[0] == 1 && step[1] <= 1 && step[2] <= 1 && (step[1] == 1 || step[2] == 1)) {
+          // Rows of both branches, or one branch a scalar: ReluGrad's where(x > 0, g, 0)
+          // in every MLP's backward pass.
+          select_row(cc, ca, step[1], cb, step[2], co, n);
+        } else if (step[0] == 0) {
+          // One condition for the whole row: a straight copy of one branch.
+          const T* from = cc[0] ? ca : cb;
+          const int64_t s = cc[0] ? step[1] : step[2];
+          if (s == 1) copy_elems(from, n, co);
+          else std::fill(co, co + n, from[0]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) co[i] = cc[i * step[0]] ? ca[i * step[1]] : cb[i * step[2]];
+        }
       });
     });
     if (!ok) ctx.fail(std::string("unsupported dtype ") + dtype_name(a.dtype()));
