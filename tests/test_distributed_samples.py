@@ -9,7 +9,8 @@ seeds_sync   the same in sync mode (2 replicas per step); the chief reports no h
 ssp          bounded staleness 2 with worker 1 slowed by a test hook: the ps's clock
              records never show a worker more than 2 clocks ahead of the slowest.
 in_graph     --replication in_graph: the chief builds a tower per worker; worker 1 only
-             serves its tower (its daemon runs partitions) and exits 0 when told.
+             serves its tower (its daemon runs partitions) and exits 0 when told. Worker 1
+             starts 2 s after the others, and the chief waits for it.
 sync_equal   sync mode, 2 workers, the data in order (--noshuffle): the checkpoint's
              weights equal, within 1e-5, one process's trained on the doubled batch.
 worker_lost_async / worker_lost_sync
@@ -111,22 +112,29 @@ def result(text):
     return dict(kv.split("=", 1) for kv in lines[-1].split()[1:] if "=" in kv)
 
 
-def seeds(samples, sample, tmp, n_ps, n_workers, extra, per_task=None, env=None, timeout=300):
-    """The seeds' commands, one per task; returns (cluster, names)."""
+def seeds(samples, sample, tmp, n_ps, n_workers, extra, per_task=None, env=None, timeout=300, late=None):
+    """The seeds' commands, one per task; returns (cluster, names). Tasks named in `late`
+    start last, 2 s after the others (a host that boots slowly)."""
     ports = free_ports(n_ps + n_workers)
     ps = ",".join(f"127.0.0.1:{p}" for p in ports[:n_ps])
     workers = ",".join(f"127.0.0.1:{p}" for p in ports[n_ps:])
     c = Cluster(tmp)
     common = [f"--ps_hosts={ps}", f"--worker_hosts={workers}", "--checkpoint_path", os.path.join(tmp, "ckpt"),
               "--output_path", os.path.join(tmp, "tb")] + extra
-    names = []
+    names, argvs = [], {}
     for i in range(n_ps):
-        c.start(f"ps{i}", [os.path.join(samples, sample)] + common + ["--job_name=ps", f"--task_index={i}"], env)
-        names.append(f"ps{i}")
+        argvs[f"ps{i}"] = [os.path.join(samples, sample)] + common + ["--job_name=ps", f"--task_index={i}"]
     for i in reversed(range(n_workers)):
         more = (per_task or {}).get(f"worker{i}", [])
-        c.start(f"worker{i}", [os.path.join(samples, sample)] + common + ["--job_name=worker", f"--task_index={i}"] + more, env)
-        names.append(f"worker{i}")
+        argvs[f"worker{i}"] = [os.path.join(samples, sample)] + common + ["--job_name=worker", f"--task_index={i}"] + more
+    late = late or []
+    for name in [n for n in argvs if n not in late] + ["(pause)"] + late:
+        if name == "(pause)":
+            if late:
+                time.sleep(2)
+            continue
+        c.start(name, argvs[name], env)
+        names.append(name)
     return c, names
 
 
@@ -160,7 +168,10 @@ def case_seeds(samples, tmp, mode):
 
 def case_in_graph(samples, tmp):
     env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
-    c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, ["--epoch_number", "10", "--replication", "in_graph"], env=env)
+    # Worker 1 starts 2 s after the chief: the chief waits for it (its first step spans
+    # worker 1's tower) instead of failing on a daemon that is not listening yet.
+    c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, ["--epoch_number", "10", "--replication", "in_graph"], env=env,
+                     late=["worker1"])
     try:
         r = finish(c, names, 300)
         print("chief:", r, flush=True)

@@ -432,6 +432,14 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
     new_step = af::read_variable(step, "step_after_update");
   }
   af::Saver saver(g);
+  // One scalar on every tower's task: initializing touches the ps tasks only, and the
+  // first step would otherwise find a worker that is still starting (its daemon not yet
+  // listening) and fail rather than wait.
+  std::vector<af::Fetch> towers_up;
+  for (int i = 1; i < towers_n; ++i) {
+    af::DeviceScope on(g, task.tower_devices[static_cast<size_t>(i)]);
+    towers_up.emplace_back(af::identity(af::constant(g, 0.0f), "tower_" + std::to_string(i) + "_up"));
+  }
 
   af::SessionOptions opts;
   opts.intra_op_threads = f.threads;
@@ -443,7 +451,8 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   if (f.mode == "train")
     if (auto latest = af::latest_checkpoint(f.checkpoint_path); latest.ok()) resumed_from = *latest;
   AF_RETURN_IF_ERROR(wait_for("the ps and worker tasks", deadline, [&] {
-    return resumed_from.empty() ? sess.run_init() : saver.restore_file(sess, resumed_from);
+    AF_RETURN_IF_ERROR(resumed_from.empty() ? sess.run_init() : saver.restore_file(sess, resumed_from));
+    return towers_up.empty() ? af::Status::OK() : sess.run(towers_up).status();
   }));
   AF_ASSIGN_OR_RETURN(auto first, sess.run({step}));
   int64_t gstep = first[0].item<int64_t>();
