@@ -10,8 +10,8 @@ namespace actorflow {
 
 // How many threads the process gives to compute: $AF_NUM_THREADS, else the machine's
 // cores. The intra-op pool has this many threads and so has the actor scheduler; a
-// kernel that shards over the pool blocks its scheduler thread meanwhile, so the two
-// together keep about this many threads busy rather than twice as many.
+// kernel that shards over the pool works on its scheduler thread beside num_threads() - 1
+// pool threads, so the two together keep about this many threads busy, not twice as many.
 int cpu_thread_budget();
 
 class CpuDevice final : public DeviceContext {
@@ -23,8 +23,9 @@ class CpuDevice final : public DeviceContext {
   DeviceId id() const override { return {DeviceType::CPU, index_}; }
   Allocator* allocator() const override { return allocator_; }
   int num_threads() const override { return threads_; }
-  // An exception thrown by `fn` on a pool thread is rethrown here, on the caller's thread,
-  // after every shard has finished.
+  // Runs fn over [0, n) in blocks, taken by the calling thread and by up to
+  // num_threads() - 1 pool threads. An exception thrown by `fn` is rethrown here, on the
+  // caller's thread, after every block has finished.
   void parallel_for(int64_t n, int64_t cost_per_unit,
                     const std::function<void(int64_t, int64_t)>& fn) const override;
   void* native_handle() const override;
