@@ -223,14 +223,22 @@ TEST_CASE("10,000 steps across 3 daemons grow neither RSS, threads nor connectio
   auto t0 = std::chrono::steady_clock::now();
   for (int i = kWarmup; i < kSteps; ++i) step(i);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#ifdef __SANITIZE_ADDRESS__
+  // ASan keeps freed blocks in its quarantine (256 MiB by default) before reusing them, so
+  // resident memory grows by design (measured: 70-135 MiB here; under 1 MiB with the
+  // quarantine off). LeakSanitizer checks leaks in that build.
+  constexpr long kSlackKb = 256 * 1024 + 4096;
+#else
+  // 9,000 steps: a leak of even 1 KiB a step would be ~9 MiB; allocator pools and
+  // heap fragmentation stay well under 4 MiB once warm.
+  constexpr long kSlackKb = 4096;
+#endif
   for (size_t k = 0; k < pids.size(); ++k) {
     Usage after = usage_of(pids[k]);
     std::string what = describe(names[k], before[k], after);
     MESSAGE(what);
     REQUIRE(before[k].threads > 0);
-    // 9,000 steps: a leak of even 1 KiB a step would be ~9 MiB; allocator pools and
-    // heap fragmentation stay well under 4 MiB once warm.
-    CHECK_MESSAGE(after.rss_kb - before[k].rss_kb < 4096, what);
+    CHECK_MESSAGE(after.rss_kb - before[k].rss_kb < kSlackKb, what);
     CHECK_MESSAGE(after.threads <= before[k].threads + 2, what);
     CHECK_MESSAGE(after.fds <= before[k].fds + 2, what);
   }
