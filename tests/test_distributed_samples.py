@@ -83,6 +83,23 @@ class Cluster:
         with open(os.path.join(self.tmp, f"{name}.log"), "rb") as f:
             return f.read().decode(errors="replace")
 
+    def lost_port_race(self, names, timeout=20):
+        """Waits until every task listens or has exited; returns the tasks that exited
+        because their port was taken."""
+        end = time.time() + timeout
+        pending, lost = set(names), []
+        while pending and time.time() < end:
+            for n in list(pending):
+                out = self.output(n)
+                if "listening on" in out:
+                    pending.discard(n)
+                elif self.procs[n][0].poll() is not None:
+                    pending.discard(n)
+                    if "Address already in use" in out:
+                        lost.append(n)
+            time.sleep(0.02)
+        return lost
+
     def kill_all(self):
         for p, log in self.procs.values():
             if p.poll() is None:
@@ -114,7 +131,21 @@ def result(text):
 
 def seeds(samples, sample, tmp, n_ps, n_workers, extra, per_task=None, env=None, timeout=300, late=None):
     """The seeds' commands, one per task; returns (cluster, names). Tasks named in `late`
-    start last, 2 s after the others (a host that boots slowly)."""
+    start last, 2 s after the others (a host that boots slowly). The seeds' flags need
+    every port before any task starts, so the ports are picked free and then released,
+    and another test's daemon on port 0 may take one meanwhile: a task that finds its
+    port taken exits at once, and the cluster starts again on new ports (3 tries)."""
+    for attempt in range(1, 4):
+        c, names = seeds_once(samples, sample, tmp, n_ps, n_workers, extra, per_task, env, late)
+        lost = c.lost_port_race(names)
+        if not lost or attempt == 3:
+            return c, names
+        print(f"{', '.join(lost)} found its port taken by another process: the cluster starts again on new ports",
+              flush=True)
+        c.kill_all()
+
+
+def seeds_once(samples, sample, tmp, n_ps, n_workers, extra, per_task, env, late):
     ports = free_ports(n_ps + n_workers)
     ps = ",".join(f"127.0.0.1:{p}" for p in ports[:n_ps])
     workers = ",".join(f"127.0.0.1:{p}" for p in ports[n_ps:])
