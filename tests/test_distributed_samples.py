@@ -129,7 +129,7 @@ def result(text):
     return dict(kv.split("=", 1) for kv in lines[-1].split()[1:] if "=" in kv)
 
 
-def seeds(samples, sample, tmp, n_ps, n_workers, extra, per_task=None, env=None, timeout=300, late=None):
+def seeds(samples, sample, tmp, n_ps, n_workers, extra, per_task=None, env=None, late=None):
     """The seeds' commands, one per task; returns (cluster, names). Tasks named in `late`
     start last, 2 s after the others (a host that boots slowly). The seeds' flags need
     every port before any task starts, so the ports are picked free and then released,
@@ -159,13 +159,12 @@ def seeds_once(samples, sample, tmp, n_ps, n_workers, extra, per_task, env, late
         more = (per_task or {}).get(f"worker{i}", [])
         argvs[f"worker{i}"] = [os.path.join(samples, sample)] + common + ["--job_name=worker", f"--task_index={i}"] + more
     late = late or []
-    for name in [n for n in argvs if n not in late] + ["(pause)"] + late:
-        if name == "(pause)":
-            if late:
-                time.sleep(2)
-            continue
-        c.start(name, argvs[name], env)
-        names.append(name)
+    for group in ([n for n in argvs if n not in late], late):
+        if group is late and late:
+            time.sleep(2)
+        for name in group:
+            c.start(name, argvs[name], env)
+            names.append(name)
     return c, names
 
 
