@@ -1,10 +1,13 @@
 """What the Python process tests share: failures collected as they happen, free loopback
-ports, and the processes a case left behind (found by a marker in their command line,
+ports (scripts/loopback_ports.py), and the processes a case left behind (found by a marker in their command line,
 such as the case's unique temporary folder)."""
 
 import os
 import signal
-import socket
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from loopback_ports import free_ports  # noqa: E402,F401  (shared with scripts/)
 
 FAILURES = []
 
@@ -18,19 +21,6 @@ def check(condition, message):
     if not condition:
         fail(message)
     return condition
-
-
-def free_ports(n):
-    """n distinct free loopback ports (bound at once, then released)."""
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def alive(pid):

@@ -132,9 +132,10 @@ def result(text):
 def seeds(samples, sample, tmp, n_ps, n_workers, extra, per_task=None, env=None, late=None):
     """The seeds' commands, one per task; returns (cluster, names). Tasks named in `late`
     start last, 2 s after the others (a host that boots slowly). The seeds' flags need
-    every port before any task starts, so the ports are picked free and then released,
-    and another test's daemon on port 0 may take one meanwhile: a task that finds its
-    port taken exits at once, and the cluster starts again on new ports (3 tries)."""
+    every port before any task starts, so the ports are picked free and then released
+    (below the ephemeral range: scripts/loopback_ports.py), and another test's cluster may
+    pick one of them too: a task that finds its port taken exits at once, and the cluster
+    starts again on new ports (3 tries)."""
     for attempt in range(1, 4):
         c, names = seeds_once(samples, sample, tmp, n_ps, n_workers, extra, per_task, env, late)
         lost = c.lost_port_race(names)
@@ -189,6 +190,9 @@ def case_seeds(samples, tmp, mode):
         print("chief:", r, flush=True)
         check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"{mode}: test accuracy {r.get('test_accuracy')} < {CANCER_MIN_ACCURACY}")
         check(r.get("sync_mode") == mode and r.get("workers") == "2", f"the chief's RESULT does not say {mode}, 2 workers")
+        # 10 epochs are more global steps than the warm-up (50 per worker) that the steady
+        # figure leaves out.
+        check(float(r.get("steady_examples_per_second", 0)) > 0, f"{mode}: no steady_examples_per_second after the warm-up")
         for i in range(2):
             check(result(c.output(f"ps{i}")).get("stopped_by") == "chief", f"ps{i} was not stopped by the chief")
         check(os.path.exists(os.path.join(tmp, "ckpt", "checkpoint")), "the chief wrote no checkpoint")
@@ -206,6 +210,7 @@ def case_in_graph(samples, tmp):
         r = finish(c, names, 300)
         print("chief:", r, flush=True)
         check(r.get("replication") == "in_graph", "the chief's RESULT does not say in_graph")
+        check(float(r.get("steady_examples_per_second", 0)) > 0, "in_graph: no steady_examples_per_second after the warm-up")
         check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"in_graph: test accuracy {r.get('test_accuracy')} < {CANCER_MIN_ACCURACY}")
         w1 = c.output("worker1")
         check("registered as" in w1, "worker 1 ran no partition of the towers")

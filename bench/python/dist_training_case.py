@@ -72,10 +72,12 @@ def _fields(line):
 def _cluster_rate(out):
     """Total examples/s of the cluster and the chief's wire bytes per step (or None).
 
-    The chief's RESULT (`role=chief`) gives the cluster's figure: its examples_per_second
-    is every worker's examples while the chief trained (global steps x batch / seconds;
-    samples/kit/distributed_trainer.cpp), as would a cluster_examples_per_second. Without
-    a chief's figure, the workers' own examples_per_second are summed."""
+    The chief's RESULT (`role=chief`) gives the cluster's figure: its
+    steady_examples_per_second is every worker's examples (global steps x batch) over the
+    time from the end of the warm-up (the first 50 steps of each worker, as TensorFlow's
+    script leaves out) to the end of the chief's training (samples/kit/distributed_trainer.cpp);
+    a sample without it gives its examples_per_second, the same from the first step.
+    Without a chief's figure, the workers' own examples_per_second are summed."""
     results = {}
     for line in out.splitlines():
         m = re.match(r"\[(worker\d+|ps\d+|chief\d*)\]\s*(RESULT .*)$", line)
@@ -88,6 +90,9 @@ def _cluster_rate(out):
     for key in ("cluster_examples_per_second", "total_examples_per_second"):
         if key in chief:
             return float(chief[key]), wire, "chief's %s" % key
+    if chief.get("role") == "chief" and float(chief.get("steady_examples_per_second", 0)) > 0:
+        return (float(chief["steady_examples_per_second"]), wire,
+                "the chief's RESULT steady_examples_per_second (the cluster's, after 50 steps of each worker)")
     if chief.get("role") == "chief" and "examples_per_second" in chief:
         return float(chief["examples_per_second"]), wire, "the chief's RESULT examples_per_second (the cluster's)"
     rates = [float(r["examples_per_second"]) for name, r in results.items()
@@ -156,7 +161,8 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
             res = [_fields(x) for x in out.splitlines() if x.startswith("RESULT ")]
             if not res or "examples_per_second" not in res[-1]:
                 raise RuntimeError("the single process printed no RESULT examples_per_second")
-            ours_s.append(float(res[-1]["examples_per_second"]))
+            # After the same warm-up as the cluster's figure, when the sample reports it.
+            ours_s.append(float(res[-1].get("steady_examples_per_second") or 0) or float(res[-1]["examples_per_second"]))
     finally:
         log.close()
         shutil.rmtree(work, ignore_errors=True)

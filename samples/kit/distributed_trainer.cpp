@@ -1,6 +1,7 @@
 #include "distributed_trainer.h"
 
 #include "actorflow/log_time.h"
+#include "progress.h"
 
 #include <algorithm>
 #include <chrono>
@@ -266,6 +267,9 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   RecentLoss recent(sync ? steps_per_epoch : steps_per_epoch / std::max(1, task.num_workers));
   int64_t next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
   int64_t next_report = gstep + std::max<int64_t>(1, target / 10);
+  // The cluster's warm-up in global steps: each worker's first steps (a sync step takes
+  // `replicas` of them).
+  SteadyRate steady(kWarmupStepsPerWorker * task.num_workers / replicas);
   while (gstep < target) {
     if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b < order.size() && gstep < target; b += static_cast<size_t>(f.batch_size)) {
@@ -307,6 +311,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
       }
       recent.add(loss);
       if (!task.is_chief) continue;
+      steady.update(gstep - start_step, (gstep - start_step) * examples_per_step);
       if (writer && local_steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       if (f.steps_to_validate > 0 && local_steps % f.steps_to_validate == 0) {
         double vl, va;
@@ -336,6 +341,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  r.steady_examples_per_second = steady.per_second(gstep - start_step, (gstep - start_step) * examples_per_step);
   note_traffic(r, traffic0, local_steps, g);
   AF_RETURN_IF_ERROR(wait_for("the ps tasks to take this worker's end of training",
                               Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms),
@@ -473,6 +479,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   const afn::EdgeTraffic traffic0 = afn::edge_traffic();
   int64_t first_count = 0, examples = 0;
   RecentLoss recent(steps_per_epoch);
+  SteadyRate steady(kWarmupStepsPerWorker);  // every step runs every tower
   while (gstep < target) {
     if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b + static_cast<size_t>(towers_n) <= order.size() && gstep < target; b += static_cast<size_t>(global_batch)) {
@@ -490,6 +497,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
       double loss = (*out)[0].element_as_double(0);
       gstep = (*out)[1].item<int64_t>();
       examples += static_cast<int64_t>(e - b);
+      steady.update(gstep - start_step, examples);
       if (first_count < 20) {
         r.first_loss += loss;
         ++first_count;
@@ -500,6 +508,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  r.steady_examples_per_second = steady.per_second(gstep - start_step, examples);
   note_traffic(r, traffic0, gstep - start_step, g);
   r.steps = gstep;
   r.epochs = static_cast<int>(gstep / steps_per_epoch);

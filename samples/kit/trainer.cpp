@@ -119,6 +119,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   auto started = std::chrono::steady_clock::now();
   int64_t steps = start_step, examples = 0;
   int64_t first_count = 0;
+  SteadyRate steady(kWarmupStepsPerWorker);
   bool stop = false;
   for (int epoch = first_epoch; epoch < f.epoch_number && !stop; ++epoch) {
     std::optional<uint64_t> shuffle_seed;
@@ -139,6 +140,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
       ++epoch_steps;
       epoch_loss += loss;
       examples += batch[0].dim(0);
+      steady.update(steps - start_step, examples);
       if (first_count < 20) {
         r.first_loss += loss;
         ++first_count;
@@ -172,6 +174,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
     r.epochs = epoch + 1;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  r.steady_examples_per_second = steady.per_second(steps - start_step, examples);
   r.steps = steps;
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
@@ -210,10 +213,11 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
       return 0;
     }
     std::printf("RESULT sample=%s model=%s role=chief replication=%s sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
-                "steps=%lld seconds=%.1f examples_per_second=%.0f first_loss=%.4f final_loss=%.4f wire_bytes_per_step=%.0f "
-                "model_bytes=%lld\n",
+                "steps=%lld seconds=%.1f examples_per_second=%.0f steady_examples_per_second=%.0f first_loss=%.4f final_loss=%.4f "
+                "wire_bytes_per_step=%.0f model_bytes=%lld\n",
                 sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
                 r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
+                r->steady_examples_per_second,
                 r->first_loss, r->last_loss, r->wire_bytes_per_step, static_cast<long long>(r->model_bytes));
     std::fflush(stdout);
     return 0;
@@ -263,9 +267,10 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
     return 1;
   }
   std::printf("RESULT sample=%s model=%s test_accuracy=%.4f test_loss=%.4f epochs=%d steps=%lld seconds=%.1f "
-              "examples_per_second=%.0f first_loss=%.4f final_loss=%.4f\n",
+              "examples_per_second=%.0f steady_examples_per_second=%.0f first_loss=%.4f final_loss=%.4f\n",
               sample_name.c_str(), f.model.c_str(), r->test_accuracy, r->test_loss, r->epochs,
-              static_cast<long long>(r->steps), r->seconds, r->examples_per_second, r->first_loss, r->last_loss);
+              static_cast<long long>(r->steps), r->seconds, r->examples_per_second, r->steady_examples_per_second,
+              r->first_loss, r->last_loss);
   return 0;
 }
 

@@ -37,6 +37,9 @@ struct TrainResult {
   int64_t steps = 0;
   double seconds = 0;
   double examples_per_second = 0;
+  // After the first kWarmupStepsPerWorker steps of each worker (progress.h); 0 when the run
+  // was not longer than that.
+  double steady_examples_per_second = 0;
   // Distributed: tensor bytes this task's daemon sent to and received from the others per
   // step, and the trainable variables' bytes (a worker step moves about twice the model).
   double wire_bytes_per_step = 0;
