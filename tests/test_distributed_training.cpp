@@ -221,6 +221,54 @@ TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored)
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(2500));
 }
 
+// A chief step that fails elsewhere (a ps lost) leaves its takes parked on the surviving
+// ps's accumulators until their timeout, while the chief restores and takes again. Such a
+// take must not end the new round: it once took the chief's fresh gradient, moved the
+// accumulator past the new round, and left the new take without gradients (chaos runs
+// then stalled for a whole step deadline).
+TEST_CASE("sync replicas: a take left from a failed step gives way to the chief's next take") {
+  af::Graph g;
+  Mlp m = build_mlp(g);
+  auto [chief, other] = sync_sgd(m, 1500);
+  af::Output rewind = af::placeholder(g, af::i64, af::Shape{}, "rewind_to");
+  af::Output restored = af::assign(m.step, rewind, "restore_step");
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  REQUIRE(sess->run_init().ok());
+  auto feeds = [&](const af::train::SyncReplicasOps& who, int64_t local, int seed) {
+    return af::FeedDict{{m.x, batch(4, seed, 4)}, {m.y, batch(4, seed + 1, 1)}, {who.local_step, af::Tensor::scalar<int64_t>(local)}};
+  };
+  for (int64_t s = 0; s < 2; ++s) {
+    af::Result<std::vector<af::Tensor>> w = af::Status::OK();
+    std::thread worker([&] { w = sess->run({other.worker_step}, feeds(other, s, 2)); });
+    auto c = sess->run({chief.chief_step}, feeds(chief, s, 1));
+    worker.join();
+    REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+    REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+  }
+  // The step of round 2 whose worker never comes: its takes wait (1.5 s).
+  af::Result<std::vector<af::Tensor>> orphan = af::Status::OK();
+  std::thread old_step([&] { orphan = sess->run({chief.chief_step}, feeds(chief, 2, 1)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The chief restores step 1 and runs round 1 again, as another kind of step (its own
+  // executor, so its takes run beside the old ones, as on a daemon after a re-register).
+  REQUIRE(sess->run({restored}, {{rewind, af::Tensor::scalar<int64_t>(1)}}).ok());
+  af::Result<std::vector<af::Tensor>> again = af::Status::OK();
+  std::thread new_step([&] { again = sess->run({chief.chief_step, m.loss}, feeds(chief, 1, 1)); });
+  // The worker's gradient for round 1 comes after the old takes' timeout.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1400));
+  auto w = sess->run({other.worker_step}, feeds(other, 1, 2));
+  old_step.join();
+  new_step.join();
+  REQUIRE_MESSAGE(again.ok(), again.status().to_string());
+  CHECK((*again)[0].item<int64_t>() == 2);  // round 1 applied once, from both replicas
+  REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+  CHECK((*w)[0].item<int64_t>() == 2);
+  // The orphaned step fails, saying why, rather than applying round 1's gradients as 2's.
+  REQUIRE_FALSE(orphan.ok());
+  CHECK_MESSAGE(orphan.status().message().find("round 1") != std::string::npos, orphan.status().to_string());
+}
+
 TEST_CASE("sync replicas: a round without its replicas goes on after the timeout") {
   af::Graph g;
   Mlp m = build_mlp(g);

@@ -181,6 +181,8 @@ TEST_CASE("a partition whose peer never runs the step fails within its deadline,
   // It says what it still waited for: the edge, and where from.
   CHECK_MESSAGE(r.status().message().find("waiting for edges ") != std::string::npos, r.status().to_string());
   CHECK_MESSAGE(r.status().message().find(" from /job:w/task:0/cpu:0") != std::string::npos, r.status().to_string());
+  // ... and which node produces what the edge carries.
+  CHECK_MESSAGE(r.status().message().find("edges 0 (x) from ") != std::string::npos, r.status().to_string());
   CHECK(took < std::chrono::seconds(5));
   // The executor still serves the next step once both halves run it.
   auto ok = c.run(2, x.name(), af::Tensor::from_vector(std::vector<float>{0.5f, -1}, {2}), {y.name()});

@@ -44,6 +44,7 @@ class PartitionExecutorImpl final : public PartitionExecutor {
       Node& n = graph_->mutable_node(i);
       if (n.op == "_Recv") rendezvous_->expect_edge(n.attr_int("edge_id"), n.attr_string("send_task"));
       if (n.op == "_Send" || n.op == "_Recv") {
+        rendezvous_->name_edge(n.attr_int("edge_id"), n.attr_string("tensor_name"));
         n.attrs["_rendezvous"] = key;
         sends_.push_back(i);
       }

@@ -20,6 +20,14 @@ void EdgeRendezvous::expect_edge(int64_t edge, const std::string& from_location)
   sources_[edge] = from_location;
 }
 
+void EdgeRendezvous::name_edge(int64_t edge, const std::string& tensor_name) {
+  // The partitioner names an edge "edge_<id>_<producer>": its id is said already.
+  const std::string prefix = "edge_" + std::to_string(edge) + "_";
+  std::string producer = tensor_name.rfind(prefix, 0) == 0 ? tensor_name.substr(prefix.size()) : tensor_name;
+  std::lock_guard<std::mutex> lock(mu_);
+  names_[edge] = std::move(producer);
+}
+
 void EdgeRendezvous::on_edge(int64_t step, int64_t edge, EdgeValue value) {
   EdgeCallback cb;
   std::string from;
@@ -158,17 +166,21 @@ void EdgeRendezvous::abort_all(const Status& why) {
 }
 
 std::string EdgeRendezvous::describe_waits(int64_t step) {
-  std::map<std::string, std::string> edges_from;  // location -> "35, 41"
+  std::map<std::string, std::string> edges_from;  // location -> "35 (x:0), 41 (y:0)"
   std::string credits;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    auto describe = [&](int64_t edge) {
+      auto n = names_.find(edge);
+      return std::to_string(edge) + (n == names_.end() ? std::string() : " (" + n->second + ")");
+    };
     for (auto it = edge_waits_.lower_bound({step, INT64_MIN}); it != edge_waits_.end() && it->first.first == step; ++it) {
       std::string& list = edges_from[it->second.from];
-      list += (list.empty() ? "" : ", ") + std::to_string(it->first.second);
+      list += (list.empty() ? "" : ", ") + describe(it->first.second);
     }
     for (auto& [edge, waits] : credit_waits_)
       for (auto& w : waits)
-        if (w.step == step) credits += (credits.empty() ? "" : ", ") + std::to_string(edge);
+        if (w.step == step) credits += (credits.empty() ? "" : ", ") + describe(edge);
   }
   std::string out;
   for (auto& [from, list] : edges_from) out += (out.empty() ? "edges " : "; edges ") + list + " from " + from;

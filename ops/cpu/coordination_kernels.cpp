@@ -46,6 +46,11 @@ struct GradientAccumulator final : Resource {
   // its step failed between take and apply), the accumulator restarts at the chief's
   // round and these count again, as TF's chief resets its accumulators' global step.
   std::map<int64_t, std::pair<int64_t, Tensor>> stashed;
+  // Takes begun so far. Only the chief takes, one step at a time, so a take still waiting
+  // when a newer one begins belongs to a step that failed elsewhere (a ps lost): it gives
+  // way instead of taking the newer round's gradients as its own.
+  uint64_t takes = 0;
+  int64_t latest_take_round = 0;  // the round the newest take asked for
 
   // Adds worker `worker`'s gradient to this round's sum (under waits->mu); false, adding
   // nothing, when its dtype or shape differs from the sum's.
@@ -171,6 +176,9 @@ class TakeGradientKernel final : public AsyncOpKernel {
     st->grace_ms = grace_ms_;
     st->who = name();
     std::lock_guard<std::mutex> lock(acc->waits->mu);
+    st->epoch = ++acc->takes;
+    acc->latest_take_round = st->round;
+    acc->waits->notify();  // an older take still waiting gives way (superseded)
     if (acc->expected <= 0 || acc->expected > required_) acc->expected = required_;
     if (st->round < acc->round) restart_at(*acc, st->round, name());
     park(st);
@@ -182,9 +190,20 @@ class TakeGradientKernel final : public AsyncOpKernel {
     OpKernelContext* ctx = nullptr;
     DoneCallback done;
     int64_t round = 0, required = 1, timeout_ms = 0, grace_ms = 0;
+    uint64_t epoch = 0;  // this take's number among the accumulator's takes
     Clock::time_point started;
     std::string who;
   };
+
+  // Under the accumulator's lock: true, having failed the take, when a newer take began.
+  static bool superseded(Take& st) {
+    if (st.epoch == st.acc->takes) return false;
+    st.ctx->fail(cancelled("round " + std::to_string(st.round) + " was given up: the chief took round " +
+                         std::to_string(st.acc->latest_take_round) + " since (this take's step failed elsewhere, or the "
+                         "global step went back)"));
+    st.done();
+    return true;
+  }
 
   // Under the accumulator's lock: the chief's round is the truth. What was summed for
   // later rounds was computed on weights that are gone; the stashed gradients of this
@@ -208,11 +227,13 @@ class TakeGradientKernel final : public AsyncOpKernel {
                         ? std::min(full_deadline, Clock::now() + std::chrono::milliseconds(std::max<int64_t>(st->grace_ms, 1)))
                         : full_deadline;
     a.waits->add([st] {
+          if (superseded(*st)) return true;
           if (st->acc->count < st->required) return false;
           finish(*st);
           return true;
         },
         [st, full_deadline] {
+          if (superseded(*st)) return;
           GradientAccumulator& acc = *st->acc;
           bool degraded_ready = acc.expected < st->required && acc.count >= acc.expected && acc.count > 0;
           if (degraded_ready || Clock::now() >= full_deadline) return finish(*st);

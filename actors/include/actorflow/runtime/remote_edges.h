@@ -51,6 +51,9 @@ class EdgeRendezvous {
   // Where `edge` comes from (its _Recv's send_task): a tensor dropped for an aborted
   // step still gives its credit back there, or the edge would lose one per failed step.
   void expect_edge(int64_t edge, const std::string& from_location);
+  // The tensor an edge carries (its _Send's or _Recv's tensor_name, "edge_<id>_<producer>"),
+  // for describe_waits, which names the producer.
+  void name_edge(int64_t edge, const std::string& tensor_name);
 
   // From the transport.
   void on_edge(int64_t step, int64_t edge, EdgeValue value);
@@ -71,8 +74,9 @@ class EdgeRendezvous {
   void forget_step(int64_t step);
   // Fails every waiter now and later: the session is closing.
   void abort_all(const Status& why);
-  // What step `step` still waits for here, for a deadline's message: "edges 35, 41 from
-  // /job:ps/task:1/cpu:0; credits of edges 7", or "" when nothing.
+  // What step `step` still waits for here, for a deadline's message: "edges 35 (dense/w),
+  // 41 (loss) from /job:ps/task:1/cpu:0; credits of edges 7 (grad)", or "" when nothing. Only
+  // the _Recv and _Send nodes that have run for the step wait here.
   std::string describe_waits(int64_t step);
 
  private:
@@ -97,6 +101,7 @@ class EdgeRendezvous {
   std::map<std::pair<int64_t, int64_t>, EdgeWait> edge_waits_;
   std::map<int64_t, Status> aborted_;                     // step -> why
   std::map<int64_t, std::string> sources_;                // edge -> producer's location
+  std::map<int64_t, std::string> names_;                  // edge -> its producer node
 };
 
 // Rendezvous by name for the _Send/_Recv kernels, which find theirs through the node
