@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "actorflow/graph_partition.h"
@@ -184,15 +185,29 @@ SyncSgd sync_sgd(Mlp& m, int64_t timeout_ms) {
   return out;
 }
 
-TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored), the rounds restart at the chief's") {
+// Sync SGD over 2 replicas whose global step can be set back, as a checkpoint restore does.
+struct RewindableSync {
+  explicit RewindableSync(int64_t timeout_ms) : m(build_mlp(g)), ops(sync_sgd(m, timeout_ms)) {
+    rewind = af::placeholder(g, af::i64, af::Shape{}, "rewind_to");
+    restored = af::assign(m.step, rewind, "restore_step");
+    auto s = af::Session::create(g);
+    REQUIRE(s.ok());
+    sess.emplace(std::move(*s));
+    REQUIRE(sess->run_init().ok());
+  }
+  void restore_step(int64_t step) { REQUIRE(sess->run({restored}, {{rewind, af::Tensor::scalar<int64_t>(step)}}).ok()); }
   af::Graph g;
-  Mlp m = build_mlp(g);
-  auto [chief, other] = sync_sgd(m, 3000);
-  af::Output rewind = af::placeholder(g, af::i64, af::Shape{}, "rewind_to");
-  af::Output restored = af::assign(m.step, rewind, "restore_step");
-  auto sess = af::Session::create(g);
-  REQUIRE(sess.ok());
-  REQUIRE(sess->run_init().ok());
+  Mlp m;
+  SyncSgd ops;
+  af::Output rewind, restored;
+  std::optional<af::Session> sess;
+};
+
+TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored), the rounds restart at the chief's") {
+  RewindableSync r(3000);
+  auto& [chief, other] = r.ops;
+  auto& m = r.m;
+  auto& sess = r.sess;
   // Both replicas run round `local`; returns the chief's new step and the worker's round.
   auto round = [&](int64_t local) -> std::pair<int64_t, int64_t> {
     af::Result<std::vector<af::Tensor>> w = af::Status::OK();
@@ -208,7 +223,7 @@ TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored)
   for (int64_t s = 0; s < 3; ++s) CHECK(round(s).first == s + 1);
   // The chief restores step 1: every replica's next gradient is for round 1, behind the
   // accumulators' round 3. Both count: the round ends without waiting out the 3 s timeout.
-  REQUIRE(sess->run({restored}, {{rewind, af::Tensor::scalar<int64_t>(1)}}).ok());
+  r.restore_step(1);
   auto t0 = std::chrono::steady_clock::now();
   auto [chief_step, worker_round] = round(1);
   CHECK(chief_step == 2);
@@ -227,14 +242,10 @@ TEST_CASE("sync replicas: when the global step goes back (a checkpoint restored)
 // accumulator past the new round, and left the new take without gradients (chaos runs
 // then stalled for a whole step deadline).
 TEST_CASE("sync replicas: a take left from a failed step gives way to the chief's next take") {
-  af::Graph g;
-  Mlp m = build_mlp(g);
-  auto [chief, other] = sync_sgd(m, 1500);
-  af::Output rewind = af::placeholder(g, af::i64, af::Shape{}, "rewind_to");
-  af::Output restored = af::assign(m.step, rewind, "restore_step");
-  auto sess = af::Session::create(g);
-  REQUIRE(sess.ok());
-  REQUIRE(sess->run_init().ok());
+  RewindableSync r(1500);
+  auto& [chief, other] = r.ops;
+  auto& m = r.m;
+  auto& sess = r.sess;
   auto feeds = [&](const af::train::SyncReplicasOps& who, int64_t local, int seed) {
     return af::FeedDict{{m.x, batch(4, seed, 4)}, {m.y, batch(4, seed + 1, 1)}, {who.local_step, af::Tensor::scalar<int64_t>(local)}};
   };
@@ -252,7 +263,7 @@ TEST_CASE("sync replicas: a take left from a failed step gives way to the chief'
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   // The chief restores step 1 and runs round 1 again, as another kind of step (its own
   // executor, so its takes run beside the old ones, as on a daemon after a re-register).
-  REQUIRE(sess->run({restored}, {{rewind, af::Tensor::scalar<int64_t>(1)}}).ok());
+  r.restore_step(1);
   af::Result<std::vector<af::Tensor>> again = af::Status::OK();
   std::thread new_step([&] { again = sess->run({chief.chief_step, m.loss}, feeds(chief, 1, 1)); });
   // The worker's gradient for round 1 comes after the old takes' timeout.
