@@ -548,6 +548,13 @@ TEST_CASE("a named container's variables outlive every session that used it, as 
     bump = af::assign_add(v, x, "bump");
   }
   auto y = v * 1.0;
+  // The end-of-training marks of two workers, on the ps beside the variable.
+  af::train::WorkerTable table;
+  table.device = "/job:ps/task:0/cpu:0";
+  table.num_workers = 2;
+  af::Operation worker1_done = af::train::worker_done(g, table, 1);
+  af::Operation chief_done = af::train::worker_done(g, table, 0);
+  af::Output all_done = af::train::wait_workers_done(g, table, 300);
   auto session = [&](const std::string& container) {
     af::SessionOptions opts;
     opts.step_timeout_ms = 20000;
@@ -563,11 +570,18 @@ TEST_CASE("a named container's variables outlive every session that used it, as 
     REQUIRE(first.run_init().ok());
     auto bumped = first.run({bump}, {{x, af::Tensor::from_vector(std::vector<float>{10, 20}, {2})}});
     REQUIRE_MESSAGE(bumped.ok(), bumped.status().to_string());
+    REQUIRE(first.run({}, {}, {worker1_done}).ok());
   }
   af::Session later = session("model");
   auto kept = later.run({y});
   REQUIRE_MESSAGE(kept.ok(), kept.status().to_string() << "\n" << ps.log());
   CHECK(kept->at(0).to_vector<float>() == std::vector<float>{11, 22});
+  // So does the coordination state: a worker that ended its training and left before a
+  // restarted chief came back still counts as done (the chief once waited for it forever).
+  REQUIRE(later.run({}, {}, {chief_done}).ok());
+  auto done = later.run({all_done});
+  REQUIRE_MESSAGE(done.ok(), done.status().to_string());
+  CHECK(done->at(0).item<int64_t>() == 2);
   // Another container, or a session's own variables, start uninitialized.
   for (const char* other : {"another", ""}) {
     INFO("container '" << other << "'");

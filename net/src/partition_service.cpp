@@ -65,7 +65,6 @@ struct PartitionService::Entry {
   std::string location;
   std::shared_ptr<runtime::EdgeRendezvous> rendezvous;
   std::shared_ptr<ResourceMgr> variables;
-  bool in_container = false;  // its variables are a named container's (containers_)
   std::set<std::string> peers;  // the other daemons of its kind of step (addresses)
   std::unique_ptr<runtime::PartitionExecutor> executor;
 };
@@ -105,8 +104,7 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
       slot = e->variables;
     }
     // Named containers have the top bit of their scope set (cluster_session.cpp).
-    e->in_container = (m.variable_scope >> 63) != 0;
-    if (e->in_container) containers_.emplace(std::make_pair(m.variable_scope, m.location), e->variables);
+    if ((m.variable_scope >> 63) != 0) containers_.emplace(std::make_pair(m.variable_scope, m.location), e->variables);
   }
   auto ex = runtime::make_partition_executor(std::move(graph).value(), e->rendezvous, opts, e->variables);
   if (!ex.ok()) return ex.status().with_context("the partition for " + m.location + " on " + where_);
@@ -189,15 +187,6 @@ void PartitionService::abort_step(uint64_t handle, uint64_t step, const Status& 
   if (e) e->executor->abort_step(static_cast<int64_t>(step), why);
 }
 
-void PartitionService::release_containers(const std::vector<std::shared_ptr<Entry>>& gone) {
-  for (auto& g : gone) {
-    if (!g || !g->in_container) continue;
-    bool used = false;
-    for (auto& [h, e] : entries_) used = used || e->variables == g->variables;
-    if (!used) g->variables->clear_resources();
-  }
-}
-
 void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   std::shared_ptr<Entry> gone;
   std::lock_guard<std::mutex> lock(mu_);
@@ -205,7 +194,6 @@ void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   if (it != entries_.end() && it->second->owner == owner) {
     gone = std::move(it->second);
     entries_.erase(it);
-    release_containers({gone});
   }
   // Steps waiting for edges from the other partitions would otherwise hold the executor's
   // close until their deadline.
@@ -246,7 +234,6 @@ size_t PartitionService::close_owner(uint64_t owner) {
         ++it;
       }
     }
-    release_containers(gone);
   }
   // The client is gone: its steps in flight end now rather than at their deadline, which
   // also frees the worker threads a closing executor would hold.

@@ -68,9 +68,6 @@ class PartitionService {
   struct Entry;
   std::shared_ptr<runtime::EdgeRendezvous> route(uint64_t session, const std::string& location);
   void abort_where(const std::function<bool(uint64_t handle, const Entry&)>& pick, const Status& why);
-  // Called under mu_ with partitions just removed: a named container none of the partitions
-  // left uses keeps its variables and drops its coordination state.
-  void release_containers(const std::vector<std::shared_ptr<Entry>>& gone);
 
   std::string where_;
   PeerTable& peers_;
@@ -80,12 +77,13 @@ class PartitionService {
   // (variable scope, location) -> the variables its partitions share: a session's own
   // scope lives as long as its partitions do.
   std::map<std::pair<uint64_t, std::string>, std::weak_ptr<ResourceMgr>> variables_;
-  // A named container's (SessionOptions::shared_container) variables live as long as the
-  // daemon, as a TF server's containers do: workers that all lost their connections at
-  // once (a hung ps, a cut link) find the model where they left it, not a checkpoint
-  // behind. Its coordination state (sync accumulators and rounds, clocks) goes when its
-  // last partition does: a sync round cut mid-way would otherwise stay half taken, and
-  // the chief, retrying it, wait for gradients the accumulator then calls stale.
+  // A named container's (SessionOptions::shared_container) variables and coordination
+  // state (sync accumulators and rounds, worker clocks and end-of-training marks) live as
+  // long as the daemon, as a TF server's containers do: workers that all lost their
+  // connections at once (a hung ps, a cut link) find the model where they left it, not a
+  // checkpoint behind, and a chief restarted after the workers ended and left still sees
+  // their marks. (A sync round cut mid-way needs no reset: the chief's next take restarts
+  // the accumulator at its round, and a take of the failed step gives way to it.)
   std::map<std::pair<uint64_t, std::string>, std::shared_ptr<ResourceMgr>> containers_;
   uint64_t next_handle_ = kFirstPartitionHandle;
 };

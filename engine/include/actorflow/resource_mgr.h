@@ -44,10 +44,6 @@ class ResourceMgr {
   std::shared_ptr<VariableState> find_variable(const std::string& name) const;
   std::vector<std::string> variable_names() const;
   void clear();
-  // Drops the state kept beside the variables (accumulators, rounds, clocks) and keeps
-  // the variables: what a parameter server does when every session using it has gone,
-  // so that those who come back meet the model as it was and coordination afresh.
-  void clear_resources();
 
  private:
   mutable std::mutex mu_;

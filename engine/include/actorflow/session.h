@@ -75,8 +75,8 @@ struct SessionOptions {
   // (and the coordination state of sync and bounded-staleness training) that live on a
   // daemon, as all sessions on a TF server share its default container; this is how the
   // workers of between-graph replication train one model. A daemon keeps a container's
-  // variables until it stops, whoever is connected (a hung or cut-off ps loses nothing);
-  // a session's own ("") go when its last partition is closed.
+  // variables and coordination state until it stops, whoever is connected (a hung or
+  // cut-off ps loses nothing); a session's own ("") go when its last partition is closed.
   std::string shared_container;
 };
 

@@ -34,9 +34,4 @@ void ResourceMgr::clear() {
   resources_.clear();
 }
 
-void ResourceMgr::clear_resources() {
-  std::lock_guard<std::mutex> lock(mu_);
-  resources_.clear();
-}
-
 }  // namespace actorflow
