@@ -219,6 +219,28 @@ def case_in_graph(samples, tmp):
         c.kill_all()
 
 
+def case_in_graph_lost(samples, tmp):
+    """In-graph replication: the chief's every step spans worker 1's tower. Killed, the
+    tower's task is waited for, and a ps killed comes back restored; the run ends well."""
+    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    extra = ["--epoch_number", "150", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5", "--replication", "in_graph"]
+    c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, extra, env=env)
+    try:
+        wait_for_progress(c, "worker0")
+        for victim in ("worker1", "ps1"):
+            time.sleep(1.0)  # a periodic checkpoint exists
+            argv = restart(c, victim, env)
+            time.sleep(1.5)
+            check(c.procs["worker0"][0].poll() is None, f"the chief ended while {victim} was down:\n{c.output('worker0')[-2000:]}")
+            c.start(victim, argv, env)
+        finish_restored(c, 300, "after ps 1 came back empty (in-graph)")
+        check("waiting for the cluster to recover" in c.output("worker0"), "the chief never waited for a lost task")
+        for n in ("worker1", "ps1"):
+            check((result(c.output(n)) or {}).get("stopped_by") == "chief", f"the restarted {n} was not stopped by the chief")
+    finally:
+        c.kill_all()
+
+
 def read_safetensors(path):
     import struct
     with open(path, "rb") as f:
@@ -538,6 +560,7 @@ CASES = {
     "seeds_async": lambda s, t: case_seeds(s, t, "async"),
     "seeds_sync": lambda s, t: case_seeds(s, t, "sync"),
     "in_graph": case_in_graph,
+    "in_graph_lost": case_in_graph_lost,
     "sync_equal": case_sync_equal,
     "worker_lost_async": lambda s, t: case_worker_lost(s, t, "async"),
     "worker_lost_sync": lambda s, t: case_worker_lost(s, t, "sync"),

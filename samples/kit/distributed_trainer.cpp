@@ -96,6 +96,26 @@ af::Status all_initialized(af::Session& sess, const af::Output& report) {
                                                        (names.num_elements() > 3 ? ", ..." : "") + ")");
 }
 
+// Waits until every variable holds a value again (and `also`, when given, succeeds): the
+// chief (`saver` set) restores the last checkpoint, or initializes afresh, when a ps came
+// back without its share.
+af::Status recover_cluster(af::Session& sess, const af::Output& uninitialized, af::Saver* saver, const Flags& f,
+                           const std::string& self, const std::function<af::Status()>& also = {}) {
+  return wait_for("the cluster to recover", Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms), [&] {
+    af::Status s = all_initialized(sess, uninitialized);
+    if (saver && s.code() == af::Code::failed_precondition) {
+      auto latest = af::latest_checkpoint(f.checkpoint_path);
+      af::Status fixed = latest.ok() ? saver->restore_file(sess, *latest) : sess.run_init();
+      if (!fixed.ok()) return fixed;
+      std::cerr << af::log_time() << " " << self << ": variables lost with a ps task; "
+                << (latest.ok() ? "restored " + *latest : std::string("initialized them afresh (no checkpoint yet)"))
+                << std::endl;
+    }
+    if (!s.ok()) return s;
+    return also ? also() : af::Status::OK();
+  });
+}
+
 // The chief's last words: test evaluation, the final checkpoint and summary, and the
 // Shutdown that lets every serving task (ps, and the workers of in-graph replication) exit 0.
 // How long training runs: --epoch_number epochs of the whole data (or --max_steps), when
@@ -217,20 +237,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   };
   AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
   const int64_t start_step = gstep;
-  // Until every variable holds a value again: the chief restores them when a ps lost its share.
-  auto recover = [&]() -> af::Status {
-    return wait_for("the cluster to recover", Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms), [&] {
-      af::Status s = all_initialized(sess, uninitialized);
-      if (!task.is_chief || s.code() != af::Code::failed_precondition) return s;
-      auto latest = af::latest_checkpoint(f.checkpoint_path);
-      af::Status fixed = latest.ok() ? saver->restore_file(sess, *latest) : sess.run_init();
-      if (fixed.ok())
-        std::cerr << af::log_time() << " " << task.self << ": variables lost with a ps task; "
-                  << (latest.ok() ? "restored " + *latest : std::string("initialized them afresh (no checkpoint yet)"))
-                  << std::endl;
-      return fixed.ok() ? s : fixed;
-    });
-  };
+  auto recover = [&] { return recover_cluster(sess, uninitialized, task.is_chief ? &*saver : nullptr, f, task.self); };
   auto last_save = Clock::now();
   if (!resumed_from.empty()) std::cout << "resuming from " << resumed_from << " at step " << gstep << std::endl;
   std::cout << task.describe() << ": training to global step " << target << " (" << f.sync_mode << ", "
@@ -438,6 +445,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
     new_step = af::read_variable(step, "step_after_update");
   }
   af::Saver saver(g);
+  af::Output uninitialized = af::report_uninitialized_variables(g);
   // One scalar on every tower's task: initializing touches the ps tasks only, and the
   // first step would otherwise find a worker that is still starting (its daemon not yet
   // listening) and fail rather than wait.
@@ -460,9 +468,17 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
     AF_RETURN_IF_ERROR(resumed_from.empty() ? sess.run_init() : saver.restore_file(sess, resumed_from));
     return towers_up.empty() ? af::Status::OK() : sess.run(towers_up).status();
   }));
-  AF_ASSIGN_OR_RETURN(auto first, sess.run({step}));
-  int64_t gstep = first[0].item<int64_t>();
+  auto read_step = [&]() -> af::Result<int64_t> {
+    AF_ASSIGN_OR_RETURN(auto v, sess.run({step}));
+    return v[0].item<int64_t>();
+  };
+  AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
   const int64_t start_step = gstep;
+  // A lost tower task is waited for (every step spans it); a lost ps is restored.
+  auto recover = [&] {
+    return recover_cluster(sess, uninitialized, &saver, f, task.self,
+                           [&] { return towers_up.empty() ? af::Status::OK() : sess.run(towers_up).status(); });
+  };
   std::cout << task.self << ": in-graph replication over " << towers_n << " towers, training to global step " << target
             << " (" << steps_per_epoch << " steps per epoch)" << std::endl;
   std::optional<af::SummaryWriter> writer;
@@ -480,6 +496,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   int64_t first_count = 0, examples = 0;
   RecentLoss recent(steps_per_epoch);
   SteadyRate steady(kWarmupStepsPerWorker);  // every step runs every tower
+  auto last_save = Clock::now();
   while (gstep < target) {
     if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b + static_cast<size_t>(towers_n) <= order.size() && gstep < target; b += static_cast<size_t>(global_batch)) {
@@ -493,6 +510,14 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
         if (towers[i].training.valid()) feeds.push_back({towers[i].training, af::Tensor::scalar(true)});
       }
       auto out = sess.run({m.loss, new_step}, feeds);
+      if (!out.ok() && retryable(out.status())) {
+        std::cerr << af::log_time() << " " << task.self << ": the step at global step " << gstep << " failed ("
+                  << out.status().to_string() << "); waiting for the cluster to recover" << std::endl;
+        AF_RETURN_IF_ERROR(recover());
+        AF_ASSIGN_OR_RETURN(gstep, read_step());
+        std::cerr << af::log_time() << " " << task.self << ": the cluster is back at global step " << gstep << std::endl;
+        continue;
+      }
       if (!out.ok()) return out.status().with_context(task.self + " at global step " + std::to_string(gstep));
       double loss = (*out)[0].element_as_double(0);
       gstep = (*out)[1].item<int64_t>();
@@ -504,7 +529,13 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
       }
       recent.add(loss);
       if (writer && gstep % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
-      if (gstep % steps_per_epoch == 0 && gstep < target) AF_RETURN_IF_ERROR(saver.save(sess, f.checkpoint_path, gstep));
+      bool periodic = Clock::now() - last_save >= std::chrono::milliseconds(static_cast<int64_t>(f.save_checkpoint_secs * 1000));
+      if ((gstep % steps_per_epoch == 0 || periodic) && gstep < target) {
+        af::Status saved = saver.save(sess, f.checkpoint_path, gstep);
+        if (!saved.ok() && retryable(saved)) continue;  // the next step finds out and recovers
+        AF_RETURN_IF_ERROR(saved);
+        last_save = Clock::now();
+      }
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -515,6 +546,8 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
   r.last_loss = recent.mean();
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
+  // The evaluation and the final checkpoint read every variable: restore a ps lost since.
+  AF_RETURN_IF_ERROR(recover());
   AF_RETURN_IF_ERROR(chief_finish(sess, m, data, f, task, saver, writer, gstep, r));
   return r;
 }
