@@ -299,6 +299,23 @@ TEST_CASE("sync replicas: a round without its replicas goes on after the timeout
   CHECK(w.status().message().find("chief") != std::string::npos);
 }
 
+TEST_CASE("a step past its deadline names the kernels still waiting") {
+  af::Graph g;
+  af::train::WorkerTable table;
+  table.device = "";
+  table.num_workers = 2;
+  af::Output all_done = af::train::wait_workers_done(g, table, 1500);
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 200;
+  auto sess = af::Session::create(g, opts);
+  REQUIRE(sess.ok());
+  auto r = sess->run({all_done});  // no worker ever reports its end
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == af::Code::deadline_exceeded);
+  CHECK_MESSAGE(r.status().message().find("still running: WaitWorkersDone 'wait_workers_done'") != std::string::npos,
+                r.status().to_string());
+}
+
 TEST_CASE("bounded staleness: the fast worker is never more than S clocks ahead of the slowest") {
   af::Graph g;
   af::train::WorkerTable table;

@@ -189,3 +189,28 @@ TEST_CASE("a partition whose peer never runs the step fails within its deadline,
   REQUIRE_MESSAGE(ok.ok(), ok.status().to_string());
   CHECK((*ok)[0].to_vector<float>().at(1) == doctest::Approx(std::tanh(-1.0f)));
 }
+
+TEST_CASE("a partition past its deadline names the kernels of the step still running") {
+  af::Graph g;
+  af::Output all_done, x;
+  {
+    af::DeviceScope s(g, "/job:w/task:0");
+    x = af::placeholder(g, af::f32, {1}, "x");
+    af::train::WorkerTable table;
+    table.device = "/job:w/task:0";
+    table.num_workers = 2;
+    all_done = af::train::wait_workers_done(g, table, 1500);  // no worker ever reports its end
+  }
+  {
+    af::DeviceScope s(g, "/job:w/task:1");
+    (void)af::tanh(x);
+  }
+  InProcessCluster c;
+  REQUIRE(c.build(g, {}, af::SessionOptions{}).ok());
+  auto& part = c.parts.at("/job:w/task:0/cpu:0");
+  auto r = part->run_step(1, {}, {all_done.name()}, {}, 300);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == af::Code::deadline_exceeded);
+  CHECK_MESSAGE(r.status().message().find("kernels still running: WaitWorkersDone 'wait_workers_done'") != std::string::npos,
+                r.status().to_string());
+}

@@ -68,8 +68,11 @@ class LocalSession final : public SessionImpl {
     auto t0 = std::chrono::steady_clock::now();
     auto deadline = timeout_ms > 0 ? t0 + std::chrono::milliseconds(timeout_ms) : StepState::kNoDeadline;
     auto state = ex.start(feeds, ++global_step_, timeout_ms > 0);
-    if (!state->wait(ex.spin_budget(), deadline))
-      return deadline_exceeded("the step did not finish within " + std::to_string(timeout_ms) + " ms");
+    if (!state->wait(ex.spin_budget(), deadline)) {
+      const std::string running = state->describe_running();
+      return deadline_exceeded("the step did not finish within " + std::to_string(timeout_ms) + " ms" +
+                               (running.empty() ? std::string() : " (still running: " + running + ")"));
+    }
     ex.record_step(std::chrono::steady_clock::now() - t0);
     Status s = state->status();
     if (!s.ok()) return s;

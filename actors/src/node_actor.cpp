@@ -32,6 +32,7 @@ caf::behavior NodeActor::make_behavior() {
       [this](done_atom, int64_t step) {
         if (!running_ || running_->step != step) return;
         std::unique_ptr<Running> r = std::move(running_);
+        if (!r->noted.empty()) r->state->async_done(r->noted);
         finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
         if (quit_when_idle_) {
           quit(std::move(quit_reason_));
@@ -138,6 +139,10 @@ void NodeActor::fire(Slot& s, int64_t step) {
     running_->step = step;
     running_->state = s.state;
     running_->t0 = t0;
+    if (rt_.node->op != "_Send" && rt_.node->op != "_Recv") {
+      running_->noted = rt_.node->op + " '" + rt_.node->name + "'";
+      s.state->async_started(running_->noted);
+    }
     OpKernelContext& c = *ctx;
     running_->ctx = std::move(ctx);
     caf::actor self = caf::actor_cast<caf::actor>(this);
@@ -146,6 +151,7 @@ void NodeActor::fire(Slot& s, int64_t step) {
     } catch (...) {
       // The kernel never started its work, so no done message will come.
       std::unique_ptr<Running> r = std::move(running_);
+      if (!r->noted.empty()) r->state->async_done(r->noted);
       r->ctx->fail(status_from_current_exception());
       finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
     }

@@ -132,6 +132,7 @@ class NodeActor : public caf::event_based_actor {
     std::unique_ptr<OpKernelContext> ctx;
     std::shared_ptr<StepState> state;
     int64_t t0 = 0;
+    std::string noted;  // as the step's running kernels name it ("" for _Send/_Recv)
   };
 
   Slot& slot_for(int64_t step, const std::shared_ptr<StepState>& state);

@@ -143,10 +143,12 @@ class PartitionExecutorImpl final : public PartitionExecutor {
     // cores belong to the step's node actors (and to the other processes of a cluster).
     if (!s.state->wait(std::chrono::microseconds(0), s.deadline, std::chrono::microseconds(0))) {
       // What it still waits for says which peer (or which credit) held it.
-      const std::string waits = rendezvous_->describe_waits(s.step_id());
+      std::string waits = rendezvous_->describe_waits(s.step_id());
+      const std::string running = s.state->describe_running();
+      if (!running.empty()) waits += (waits.empty() ? "" : "; ") + std::string("kernels still running: ") + running;
       Status late = deadline_exceeded("step " + std::to_string(s.step_id()) + " did not finish at " + location() +
                                       " within " + std::to_string(s.timeout_ms) + " ms" +
-                                      (waits.empty() ? std::string(" (no edge or credit pending)") : " (waiting for " + waits + ")"));
+                                      (waits.empty() ? std::string(" (no edge, credit or kernel pending)") : " (waiting for " + waits + ")"));
       rendezvous_->abort_step(s.step_id(), late);
       // The aborted _Send/_Recv nodes now finish; give the step a moment to drain.
       (void)s.state->wait(std::chrono::microseconds(0), std::chrono::steady_clock::now() + std::chrono::seconds(5));

@@ -2,10 +2,12 @@
 // Node actors that produce a fetch (or run a target) report here; the last report
 // completes the step.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -70,6 +72,26 @@ class StepState {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
   }
+
+  // The async kernels of this step still running, other than _Send/_Recv (whose waits the
+  // partition's rendezvous describes): what a deadline's message names, as
+  // "AccumulatorTakeGradient 'sync_replicas/take'".
+  void async_started(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_async_.push_back(what);
+  }
+  void async_done(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(running_async_.begin(), running_async_.end(), what);
+    if (it != running_async_.end()) running_async_.erase(it);
+  }
+  // "" when none runs.
+  std::string describe_running() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string out;
+    for (const std::string& k : running_async_) out += (out.empty() ? "" : ", ") + k;
+    return out;
+  }
   std::vector<Tensor>& results() { return results_; }
 
  private:
@@ -87,6 +109,7 @@ class StepState {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Status error_;
+  std::vector<std::string> running_async_;
 };
 
 }  // namespace actorflow::runtime
