@@ -18,6 +18,9 @@ short    baseline + chaos run of cancer_classifier, 2 ps + 2 workers, a kill eve
          initialization for both runs), 3 runs at most; the last one decides.
 short_sync  the same in sync mode (--sync_mode sync --sync_timeout_ms 2000, seed 3: ps0,
          which holds the round barrier, is killed right after the chief).
+short_stops  the same in async mode with --stop_fraction 0.5: about half the victims are
+         stopped (SIGSTOP) for 2 s instead of killed, past a 1 s peer timeout, so the
+         others drop them and they reconnect when continued; recoveries = kills + stops.
 """
 
 import importlib.machinery
@@ -135,8 +138,8 @@ Thread 1 (Thread 0x7d (LWP 10) "node"):
           f"an owned flag: exit {p.returncode}, {p.stderr!r}")
 
 
-def chaos_run(script, sample, workdir, seed=1, sample_flags=()):
-    argv = [script, sample, "--ps", "2", "--workers", "2", "--interval", "3", "--duration", "20", "--seed", str(seed),
+def chaos_run(script, sample, workdir, seed=1, sample_flags=(), script_flags=()):
+    argv = [script, sample, "--ps", "2", "--workers", "2", "--interval", "3", "--duration", "20", "--seed", str(seed), *script_flags,
             "--hang_timeout", "30", "--timeout", "100", "--workdir", workdir, "--",
             "--epoch_number", "100", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5",
             # A step stuck past this fails and its task recovers, inside the hang timeout.
@@ -157,9 +160,12 @@ def chaos_run(script, sample, workdir, seed=1, sample_flags=()):
 # Sync training: seed 3 kills ps0 (which holds the round barrier) right after the chief,
 # so the chief's restore sends the global step back behind the surviving ps's accumulators.
 SYNC = {"seed": 3, "sample_flags": ("--sync_mode", "sync", "--sync_timeout_ms", "2000")}
+# Hung tasks: stopped past the peer timeout, the others drop them; continued, they rejoin.
+STOPS = {"seed": 5, "script_flags": ("--stop_fraction", "0.5", "--stop_seconds", "2"),
+         "sample_flags": ("--heartbeat_ms", "250", "--peer_timeout_ms", "1000")}
 
 
-def case_short(script, sample, tmp, seed=1, sample_flags=()):
+def case_short(script, sample, tmp, seed=1, sample_flags=(), script_flags=()):
     if not os.path.exists(sample):
         print(f"SKIP: {sample} is not built", flush=True)
         return 77
@@ -172,7 +178,7 @@ def case_short(script, sample, tmp, seed=1, sample_flags=()):
     # once missed three times by the same 2 examples, 0.9649 against 0.9825).
     for attempt in range(1, 4):
         flags = (*sample_flags, "--seed", str(attempt))
-        p, lines, reasons = chaos_run(script, sample, os.path.join(tmp, f"run{attempt}"), seed, flags)
+        p, lines, reasons = chaos_run(script, sample, os.path.join(tmp, f"run{attempt}"), seed, flags, script_flags)
         if p.returncode == 0 or not reasons or not all("more than 1 point below the baseline" in r for r in reasons):
             break
         if attempt < 3:
@@ -180,10 +186,12 @@ def case_short(script, sample, tmp, seed=1, sample_flags=()):
     check(len(lines) == 1, f"the script printed {len(lines)} RESULT lines: {p.stdout!r}")
     check(p.returncode == 0, f"the chaos run missed its goals (exit {p.returncode}): {reasons}")
     r = dict(kv.split("=", 1) for kv in lines[0].split()[1:]) if lines else {}
-    kills = int(r.get("kills", 0))
-    check(kills >= 3 and r.get("recoveries") == r.get("kills") and r.get("hangs") == "0",
-          f"kills {r.get('kills')} recoveries {r.get('recoveries')} hangs {r.get('hangs')}")
-    m = re.search(r"kills by role ps=(\d+) worker=(\d+) chief=(\d+)", p.stderr)
+    kills, stops = int(r.get("kills", 0)), int(r.get("stops", 0))
+    check(kills + stops >= 3 and int(r.get("recoveries", -1)) == kills + stops and r.get("hangs") == "0",
+          f"kills {r.get('kills')} stops {r.get('stops')} recoveries {r.get('recoveries')} hangs {r.get('hangs')}")
+    if script_flags:
+        check(stops >= 1 and kills >= 1, f"a run with --stop_fraction 0.5 should both stop and kill: {lines}")
+    m = re.search(r"kills(?: and stops)? by role ps=(\d+) worker=(\d+) chief=(\d+)", p.stderr)
     check(m and all(int(x) >= 1 for x in m.groups()), f"not every role was killed: {m.group(0) if m else p.stderr[-500:]}")
     return None
 
@@ -197,6 +205,8 @@ def main():
             case_checks(script, tmp)
         elif case == "short":
             code = case_short(script, sys.argv[3], tmp)
+        elif case == "short_stops":
+            code = case_short(script, sys.argv[3], tmp, **STOPS)
         elif case == "short_sync":
             code = case_short(script, sys.argv[3], tmp, **SYNC)
         else:
