@@ -8,6 +8,8 @@ NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> sha
     : caf::event_based_actor(cfg), shared_(std::move(shared)), rt_(shared_->nodes[static_cast<size_t>(index)]), index_(index) {
   credits_.assign(static_cast<size_t>(rt_.num_credits), shared_->env.edge_capacity);
   members_.resize(rt_.members.size());
+  if (rt_.kernel->as_async() && rt_.node->op != "_Send" && rt_.node->op != "_Recv")
+    async_label_ = rt_.node->op + " '" + rt_.node->name + "'";
   set_exit_handler([this](caf::exit_msg& m) {
     if (!running_) {
       quit(std::move(m.reason));
@@ -32,7 +34,7 @@ caf::behavior NodeActor::make_behavior() {
       [this](done_atom, int64_t step) {
         if (!running_ || running_->step != step) return;
         std::unique_ptr<Running> r = std::move(running_);
-        if (!r->noted.empty()) r->state->async_done(r->noted);
+        if (!async_label_.empty()) r->state->async_done(async_label_);
         finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
         if (quit_when_idle_) {
           quit(std::move(quit_reason_));
@@ -139,10 +141,7 @@ void NodeActor::fire(Slot& s, int64_t step) {
     running_->step = step;
     running_->state = s.state;
     running_->t0 = t0;
-    if (rt_.node->op != "_Send" && rt_.node->op != "_Recv") {
-      running_->noted = rt_.node->op + " '" + rt_.node->name + "'";
-      s.state->async_started(running_->noted);
-    }
+    if (!async_label_.empty()) s.state->async_started(async_label_);
     OpKernelContext& c = *ctx;
     running_->ctx = std::move(ctx);
     caf::actor self = caf::actor_cast<caf::actor>(this);
@@ -151,7 +150,7 @@ void NodeActor::fire(Slot& s, int64_t step) {
     } catch (...) {
       // The kernel never started its work, so no done message will come.
       std::unique_ptr<Running> r = std::move(running_);
-      if (!r->noted.empty()) r->state->async_done(r->noted);
+      if (!async_label_.empty()) r->state->async_done(async_label_);
       r->ctx->fail(status_from_current_exception());
       finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
     }

@@ -132,7 +132,6 @@ class NodeActor : public caf::event_based_actor {
     std::unique_ptr<OpKernelContext> ctx;
     std::shared_ptr<StepState> state;
     int64_t t0 = 0;
-    std::string noted;  // as the step's running kernels name it ("" for _Send/_Recv)
   };
 
   Slot& slot_for(int64_t step, const std::shared_ptr<StepState>& state);
@@ -153,6 +152,9 @@ class NodeActor : public caf::event_based_actor {
   std::shared_ptr<ExecutorShared> shared_;
   NodeRuntime& rt_;
   int index_;
+  // How a step's running kernels name this node's async kernel in a deadline's message
+  // ("" when it is synchronous, or a _Send/_Recv, whose waits the rendezvous names).
+  std::string async_label_;
   std::deque<Slot> window_;  // window_[k] is step next_step_ + k
   int64_t next_step_ = 0;
   std::vector<int> credits_;

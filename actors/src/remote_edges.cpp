@@ -166,7 +166,7 @@ void EdgeRendezvous::abort_all(const Status& why) {
 }
 
 std::string EdgeRendezvous::describe_waits(int64_t step) {
-  std::map<std::string, std::string> edges_from;  // location -> "35 (x:0), 41 (y:0)"
+  std::map<std::string, std::string> edges_from;  // location -> "35 (dense/w), 41 (loss)"
   std::string credits;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -464,9 +464,10 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   std::string resumed_from;
   if (f.mode == "train")
     if (auto latest = af::latest_checkpoint(f.checkpoint_path); latest.ok()) resumed_from = *latest;
+  auto towers_answer = [&] { return towers_up.empty() ? af::Status::OK() : sess.run(towers_up).status(); };
   AF_RETURN_IF_ERROR(wait_for("the ps and worker tasks", deadline, [&] {
     AF_RETURN_IF_ERROR(resumed_from.empty() ? sess.run_init() : saver.restore_file(sess, resumed_from));
-    return towers_up.empty() ? af::Status::OK() : sess.run(towers_up).status();
+    return towers_answer();
   }));
   auto read_step = [&]() -> af::Result<int64_t> {
     AF_ASSIGN_OR_RETURN(auto v, sess.run({step}));
@@ -475,10 +476,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
   const int64_t start_step = gstep;
   // A lost tower task is waited for (every step spans it); a lost ps is restored.
-  auto recover = [&] {
-    return recover_cluster(sess, uninitialized, &saver, f, task.self,
-                           [&] { return towers_up.empty() ? af::Status::OK() : sess.run(towers_up).status(); });
-  };
+  auto recover = [&] { return recover_cluster(sess, uninitialized, &saver, f, task.self, towers_answer); };
   std::cout << task.self << ": in-graph replication over " << towers_n << " towers, training to global step " << target
             << " (" << steps_per_epoch << " steps per epoch)" << std::endl;
   std::optional<af::SummaryWriter> writer;
