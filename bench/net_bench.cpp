@@ -44,7 +44,7 @@ namespace af = actorflow;
 
 namespace {
 
-const char* kToken = "bench-net-token";
+const char* kToken = "bench-net-token-0123";
 
 std::string self_dir() {
   std::array<char, 4096> buf{};

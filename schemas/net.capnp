@@ -45,6 +45,10 @@ struct RegisterGraph {
   # Partitions registered with one scope (a client session's) share the variables of
   # their location, whatever kind of step each was cut for.
   variableScope @7 :UInt64;
+  # Not empty: the partitions share the variables of this named container at their
+  # location instead (SessionOptions::shared_container), whatever session registered
+  # them; keyed by the whole name, so no two names can meet.
+  container @8 :Text;
 }
 
 struct PeerAddress {

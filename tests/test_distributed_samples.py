@@ -183,7 +183,7 @@ def finish(c, names, timeout):
 
 
 def case_seeds(samples, tmp, mode):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, ["--epoch_number", "10", "--sync_mode", mode], env=env)
     try:
         r = finish(c, names, 300)
@@ -201,7 +201,7 @@ def case_seeds(samples, tmp, mode):
 
 
 def case_in_graph(samples, tmp):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     # Worker 1 starts 2 s after the chief: the chief waits for it (its first step spans
     # worker 1's tower) instead of failing on a daemon that is not listening yet.
     c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, ["--epoch_number", "10", "--replication", "in_graph"], env=env,
@@ -222,7 +222,7 @@ def case_in_graph(samples, tmp):
 def case_in_graph_lost(samples, tmp):
     """In-graph replication: the chief's every step spans worker 1's tower. Killed, the
     tower's task is waited for, and a ps killed comes back restored; the run ends well."""
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     extra = ["--epoch_number", "150", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5", "--replication", "in_graph"]
     c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, extra, env=env)
     try:
@@ -265,7 +265,7 @@ def latest_checkpoint(d):
 
 
 def case_sync_equal(samples, tmp):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     common = ["--noshuffle", "--max_steps", "14", "--epoch_number", "1"]
     c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, common + ["--sync_mode", "sync", "--batch_size", "16"], env=env)
     try:
@@ -293,7 +293,7 @@ def case_sync_equal(samples, tmp):
 
 
 def case_worker_lost(samples, tmp, mode):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     extra = ["--epoch_number", "40", "--slow_step_ms", "10", "--sync_mode", mode, "--sync_timeout_ms", "1500"]
     c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, extra, env=env)
     try:
@@ -338,7 +338,7 @@ def restart(c, name, env):
 
 
 def case_ps_lost(samples, tmp):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5"]
     c, names = seeds(samples, "cancer_classifier", tmp, 2, 2, extra, env=env)
     try:
@@ -363,7 +363,7 @@ def finish_restored(c, timeout, when):
 
 
 def case_ps_lost_at_end(samples, tmp):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     # A long peer timeout: worker 1 stays a worker while it is stopped.
     extra = ["--epoch_number", "30", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5",
              "--peer_timeout_ms", "60000", "--startup_timeout_ms", "40000"]
@@ -399,7 +399,7 @@ def resume(p):
 
 
 def case_ps_hung(samples, tmp, mode):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     # A short beat everywhere, so the stop outlasts the peer timeout within seconds.
     extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5", "--sync_mode", mode,
              "--heartbeat_ms", "200", "--peer_timeout_ms", "1500", "--sync_timeout_ms", "1500"]
@@ -432,7 +432,7 @@ def case_ps_hung(samples, tmp, mode):
 
 
 def case_worker_hung(samples, tmp, mode):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     extra = ["--epoch_number", "200", "--slow_step_ms", "10", "--sync_mode", mode,
              "--heartbeat_ms", "200", "--peer_timeout_ms", "1500", "--sync_timeout_ms", "1500"]
     c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, extra, env=env)
@@ -469,7 +469,7 @@ def case_worker_hung(samples, tmp, mode):
 
 
 def case_chief_lost(samples, tmp):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5"]
     c, names = seeds(samples, "cancer_classifier", tmp, 1, 2, extra, env=env)
     try:
@@ -488,7 +488,7 @@ def case_chief_lost(samples, tmp):
 
 
 def case_ssp(samples, tmp):
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     log = os.path.join(tmp, "clocks.txt")
     c, names = seeds(samples, "cancer_classifier", tmp, 1, 2,
                      ["--epoch_number", "4", "--sync_mode", "ssp", "--staleness", "2", "--clock_log", log],
@@ -519,7 +519,7 @@ def case_tf_config(samples, tmp):
             # Kubeflow's TFJob operator sets exactly this (plus "environment": "cloud").
             tf_config = json.dumps({"cluster": cluster, "task": {"type": job, "index": index}, "environment": "cloud"})
             name = f"{job}{index}"
-            c.start(name, args, {"TF_CONFIG": tf_config, "ACTORFLOW_TOKEN": "tfjob-token"})
+            c.start(name, args, {"TF_CONFIG": tf_config, "ACTORFLOW_TOKEN": "tfjob-token-0123456789"})
             names.append(name)
         r = finish(c, names, 300)
         check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"TF_CONFIG cluster: test accuracy {r.get('test_accuracy')}")
@@ -544,7 +544,7 @@ def case_fashion(samples, tmp):
     if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
         print("SKIP: needs Debian's dataset-fashion-mnist", flush=True)
         return 77
-    env = {"ACTORFLOW_TOKEN": "test-" + os.path.basename(tmp)}
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
     c, names = seeds(samples, "fashion_mnist", tmp, 1, 2, ["--epoch_number", "10", "--sync_mode", "async"], env=env)
     try:
         r = finish(c, names, 900)

@@ -67,7 +67,7 @@ inline int client_connections(const std::string& log) {
   while ((at = log.find("authenticated", at)) != std::string::npos) {
     size_t line = log.rfind('\n', at);
     line = line == std::string::npos ? 0 : line + 1;
-    if (log.substr(line, at - line).find("client 'peer ") == std::string::npos) ++n;
+    if (log.substr(line, at - line).find("(peer daemon '") == std::string::npos) ++n;
     ++at;
   }
   return n;

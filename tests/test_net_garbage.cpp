@@ -15,86 +15,18 @@
 #include "../net/src/frame.h"
 #include "../net/src/frame_messages.h"
 #include "../net/src/handshake.h"
+#include "net_raw_client.h"
 #include "test_net_daemon_process.h"
 
 namespace af = actorflow;
 namespace an = actorflow::net;
 
+using aftnet::Socket;
+using aftnet::authenticate;
+
 namespace {
 
 const char* kToken = "garbage-test-token";
-
-struct Socket {
-  int fd = -1;
-  explicit Socket(int port) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{2, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ~Socket() {
-    if (fd >= 0) ::close(fd);
-  }
-  bool write_all(const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // The next message, or an error at EOF / timeout / bad bytes.
-  af::Result<an::Message> read_message(an::FrameReader& reader) {
-    char buf[512];
-    for (;;) {
-      size_t want = std::min(reader.wanted(), sizeof buf);
-      ssize_t n = ::recv(fd, buf, want, 0);
-      if (n <= 0) return af::Status(af::Code::unavailable, n == 0 ? "eof" : "timeout");
-      std::optional<an::RawFrame> f;
-      auto used = reader.consume(buf, static_cast<size_t>(n), &f);
-      if (!used.ok()) return used.status();
-      if (f) {
-        std::vector<an::PayloadTarget> payload;
-        return an::decode_message(*f, 1 << 20, &payload);
-      }
-    }
-  }
-  // True when the daemon closes its end within the receive timeout.
-  bool closed_by_peer() {
-    char buf[256];
-    for (int i = 0; i < 64; ++i) {
-      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET;
-    }
-    return false;
-  }
-};
-
-// A genuine client handshake over a plain socket; true when the daemon welcomed us.
-bool authenticate(Socket& s, const std::string& token) {
-  an::Handshake hs(an::Handshake::Side::client, {"client", "garbage", 1}, token, *an::random_nonce());
-  if (!s.write_all(an::encode_message(hs.hello()).bytes())) return false;
-  an::FrameReader reader;
-  for (int i = 0; i < 4 && !hs.done(); ++i) {
-    auto m = s.read_message(reader);
-    if (!m.ok()) return false;
-    auto replies = hs.on_message(*m);
-    if (!replies.ok()) return false;
-    for (auto& r : *replies)
-      if (!s.write_all(an::encode_message(r).bytes())) return false;
-  }
-  return hs.done();
-}
 
 std::string random_bytes(std::mt19937_64& rng, size_t n) {
   std::string s(n, '\0');

@@ -152,20 +152,84 @@ TEST_CASE("handshake: reflected proofs, tampered Hellos, early frames are refuse
   CHECK_FALSE(f.daemon.on_message(bad).ok());
   auto g = make_pair("s3cret", "s3cret");
   CHECK_FALSE(g.client.on_message(g.client.hello()).ok());  // role "client" talking to a client
+  // A daemon is dialed by clients and by peer daemons, nothing else; the refusal shows the
+  // role escaped.
+  auto h = make_pair("s3cret", "s3cret");
+  auto odd = h.client.hello();
+  odd.role = "admin\n\x1b[2J";
+  auto refused = h.daemon.on_message(odd);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("admin\\x0a\\x1b[2J") != std::string::npos);
+  auto peer = make_pair("s3cret", "s3cret");
+  auto as_daemon = peer.client.hello();
+  as_daemon.role = "daemon";
+  CHECK(peer.daemon.on_message(as_daemon).ok());
+  // The role is inside the MACs: a client's Hello changed to role "daemon" in flight
+  // fails the client's proof.
+  auto k = make_pair("s3cret", "s3cret");
+  auto altered = k.client.hello();
+  altered.role = "daemon";
+  REQUIRE(k.daemon.on_message(altered).ok());
+  auto altered_proof = k.client.on_message(k.daemon.hello());
+  REQUIRE(altered_proof.ok());
+  REQUIRE(altered_proof->size() == 1);
+  CHECK_FALSE(k.daemon.on_message((*altered_proof)[0]).ok());
 }
 
 TEST_CASE("token: flag file, ACTORFLOW_TOKEN, ACTORFLOW_TOKEN_FILE; none says how to set one") {
   std::string path = "/tmp/af_test_token_" + std::to_string(::getpid());
-  std::ofstream(path) << "from-file\n";
-  CHECK(*an::load_token(path, {}) == "from-file");
-  CHECK(*an::load_token("", {{"ACTORFLOW_TOKEN", "from-env"}}) == "from-env");
-  CHECK(*an::load_token("", {{"ACTORFLOW_TOKEN_FILE", path}}) == "from-file");
+  std::ofstream(path) << "from-file-0123456789\n";
+  CHECK(*an::load_token(path, {}) == "from-file-0123456789");
+  CHECK(*an::load_token("", {{"ACTORFLOW_TOKEN", "from-env-0123456789"}}) == "from-env-0123456789");
+  CHECK(*an::load_token("", {{"ACTORFLOW_TOKEN_FILE", path}}) == "from-file-0123456789");
   auto none = an::load_token("", {});
   REQUIRE_FALSE(none.ok());
   CHECK(none.status().message().find("ACTORFLOW_TOKEN=") != std::string::npos);
   CHECK(none.status().message().find("--insecure") != std::string::npos);
   CHECK_FALSE(an::load_token("/nonexistent/token", {}).ok());
   std::remove(path.c_str());
+}
+
+TEST_CASE("token: one shorter than 16 bytes is refused, with the command that makes a good one") {
+  for (auto short_token : {"s3cret", "fifteen-bytes-x"}) {
+    auto env = an::load_token("", {{"ACTORFLOW_TOKEN", short_token}});
+    REQUIRE_FALSE(env.ok());
+    CHECK(env.status().message().find("ACTORFLOW_TOKEN") != std::string::npos);
+    CHECK(env.status().message().find("head -c 32 /dev/urandom | base64") != std::string::npos);
+  }
+  CHECK(an::load_token("", {{"ACTORFLOW_TOKEN", "sixteen-bytes-xx"}}).ok());
+  std::string path = "/tmp/af_test_short_token_" + std::to_string(::getpid());
+  std::ofstream(path) << "short\n";
+  auto file = an::load_token(path, {});
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().message().find(path) != std::string::npos);
+  std::remove(path.c_str());
+  an::DaemonOptions o;
+  o.token = "s3cret";
+  o.log = [](const std::string&) {};
+  auto d = an::NodeDaemon::start(o);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.status().message().find("at least 16") != std::string::npos);
+}
+
+TEST_CASE("daemon: without TLS it listens beyond loopback only when told the network is trusted") {
+  an::DaemonOptions o;
+  o.token = "a-token-of-enough-bytes";
+  o.log = [](const std::string&) {};
+  o.host = "0.0.0.0";
+  auto wide = an::NodeDaemon::start(o);
+  REQUIRE_FALSE(wide.ok());
+  CHECK(wide.status().message().find("--trusted_network") != std::string::npos);
+  CHECK(wide.status().message().find("--tls_cert") != std::string::npos);
+  // Every loopback address is fine, and no host at all means 127.0.0.1 without TLS.
+  o.host = "127.0.0.2";
+  auto loop = an::NodeDaemon::start(o);
+  REQUIRE_MESSAGE(loop.ok(), loop.status().to_string());
+  o.host = "";
+  auto dflt = an::NodeDaemon::start(o);
+  REQUIRE_MESSAGE(dflt.ok(), dflt.status().to_string());
+  CHECK((*dflt)->address().rfind("127.0.0.1:", 0) == 0);
+  // (With --trusted_network it would bind every interface: not done in a test.)
 }
 
 TEST_CASE("daemon: no token refuses to start; --insecure only on loopback") {
@@ -189,7 +253,7 @@ TEST_CASE("daemon in process: right token runs, wrong token is refused, graphs f
   std::vector<std::string> lines;
   std::mutex mu;
   an::DaemonOptions o;
-  o.token = "right-token";
+  o.token = "right-token-0123456";
   o.task = "/job:worker/task:7";
   o.log = [&](const std::string& l) {
     std::lock_guard<std::mutex> lock(mu);
@@ -202,14 +266,14 @@ TEST_CASE("daemon in process: right token runs, wrong token is refused, graphs f
   auto x = af::placeholder(g, af::f32, {-1}, "x");
   auto y = x * 2.0 + 1.0;
   {
-    EnvVar t("ACTORFLOW_TOKEN", "wrong-token");
+    EnvVar t("ACTORFLOW_TOKEN", "wrong-token-0123456");
     auto s = af::Session::create(g, target);
     REQUIRE_FALSE(s.ok());
     CHECK(s.status().message().find("127.0.0.1:" + std::to_string((*d)->port())) != std::string::npos);
     CHECK(s.status().message().find("ACTORFLOW_TOKEN") != std::string::npos);
   }
   {
-    EnvVar t("ACTORFLOW_TOKEN", "right-token");
+    EnvVar t("ACTORFLOW_TOKEN", "right-token-0123456");
     auto s = af::Session::create(g, target);
     REQUIRE(s.ok());
     auto out = s->run({y}, {{x, af::Tensor::from_vector<float>({1, 2, 3})}});
@@ -245,7 +309,7 @@ TEST_CASE("a listener that never answers the handshake fails create() by the han
   socklen_t len = sizeof a;
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
   const std::string target = "af://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
-  EnvVar t("ACTORFLOW_TOKEN", "some-token");
+  EnvVar t("ACTORFLOW_TOKEN", "some-token-0123456");
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {1}, "x");
   (void)(x * 2.0);

@@ -167,7 +167,9 @@ class NodeProcess : public aft::ChildProcess {
     for (const std::string& s :
          {aftnet::daemon_binary(), std::string("--host"), host, std::string("--port"), std::string("0"),
           std::string("--job_name"), job, std::string("--heartbeat_ms"), std::to_string(kHeartbeatMs),
-          std::string("--peer_timeout_ms"), std::to_string(kPeerTimeoutMs)})
+          std::string("--peer_timeout_ms"), std::to_string(kPeerTimeoutMs),
+          // The veth pair is this test's own: a network no one else reaches.
+          std::string("--trusted_network")})
       a.push_back(s);
     return a;
   }

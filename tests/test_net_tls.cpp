@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "interop/skip.h"
 #include "net_mid_step.h"
@@ -24,7 +25,7 @@ using aftnet::ScopedEnv;
 
 namespace {
 
-const char* kToken = "tls-test-token";
+const char* kToken = "tls-test-token-0123";
 
 bool run_quiet(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
 
@@ -44,11 +45,14 @@ struct Pki {
     return run_quiet("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + name + " -keyout " +
                      path(name + ".key") + " -out " + path(name + ".pem"));
   }
-  bool make_cert(const std::string& name, const std::string& ca) {
+  // Clients check that a daemon's certificate names the host they dialed: these daemons
+  // listen on 127.0.0.1, so their certificates name it unless `alt_names` says otherwise.
+  bool make_cert(const std::string& name, const std::string& ca, const std::string& alt_names = "IP:127.0.0.1") {
+    std::ofstream(path(name + ".ext")) << "subjectAltName=" << alt_names << "\n";
     return run_quiet("openssl req -newkey rsa:2048 -nodes -subj /CN=" + name + " -keyout " + path(name + ".key") +
                      " -out " + path(name + ".csr")) &&
            run_quiet("openssl x509 -req -days 2 -in " + path(name + ".csr") + " -CA " + path(ca + ".pem") + " -CAkey " +
-                     path(ca + ".key") + " -CAcreateserial -out " + path(name + ".pem"));
+                     path(ca + ".key") + " -CAcreateserial -extfile " + path(name + ".ext") + " -out " + path(name + ".pem"));
   }
   std::vector<std::string> daemon_flags(const std::string& name, const std::string& ca) const {
     return {"--tls_cert", path(name + ".pem"), "--tls_key", path(name + ".key"), "--tls_ca", path(ca + ".pem")};
@@ -114,6 +118,21 @@ TEST_CASE("needs openssl: daemons and clients with TLS run steps, and plain or f
     auto foreign = one_step(d0.target(), 1);
     CHECK_FALSE(foreign.ok());
     CHECK(d0.log().find("TLS handshake") != std::string::npos);
+  }
+  {
+    // A daemon whose certificate the cluster's CA signed, but for another host: a client
+    // that dialed 127.0.0.1 refuses it (the CA alone would let any cluster member's key
+    // stand in for any other's).
+    REQUIRE(pki.make_cert("elsewhere", "ca", "DNS:elsewhere.example,IP:127.0.0.9"));
+    DaemonProcess misnamed{kToken, 0, pki.daemon_flags("elsewhere", "ca")};
+    REQUIRE_MESSAGE(misnamed.started(), misnamed.log());
+    ScopedEnv cert("ACTORFLOW_TLS_CERT", pki.path("client.pem"));
+    ScopedEnv key("ACTORFLOW_TLS_KEY", pki.path("client.key"));
+    ScopedEnv ca("ACTORFLOW_TLS_CA", pki.path("ca.pem"));
+    auto wrong_host = one_step(misnamed.target(), 1);
+    REQUIRE_FALSE(wrong_host.ok());
+    CHECK_MESSAGE(wrong_host.status().message().find("certificate verify failed") != std::string::npos,
+                  wrong_host.status().to_string());
   }
   {
     // Half a configuration is an error naming the flags, not a silent plain daemon.

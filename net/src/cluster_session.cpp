@@ -93,7 +93,7 @@ class ClusterSession final : public SessionImpl {
   ClusterSession(Graph& g, const SessionOptions& opts, std::vector<TaskAddress> tasks, std::string token)
       : graph_(g), opts_(opts), tasks_(std::move(tasks)), token_(std::move(token)) {
     std::random_device rd;
-    session_base_ = (static_cast<uint64_t>(rd()) << 32 | rd()) & ~uint64_t{0xffff} & ~(uint64_t{1} << 63);
+    session_base_ = (static_cast<uint64_t>(rd()) << 32 | rd()) & ~uint64_t{0xffff};
   }
   ~ClusterSession() override { (void)close(); }
 
@@ -392,7 +392,8 @@ class ClusterSession final : public SessionImpl {
       m.session = session;
       m.peers = peers;
       m.edge_capacity = opts_.edge_capacity;
-      m.variable_scope = variable_scope();
+      m.variable_scope = session_base_;
+      m.container = opts_.shared_container;
       Part p;
       if (auto local = find_local_daemon(t.host, t.port)) {
         p.local = std::make_shared<LocalOwner>(std::move(local));
@@ -423,15 +424,6 @@ class ClusterSession final : public SessionImpl {
     AF_ASSIGN_OR_RETURN(std::unique_ptr<DaemonClient> fresh, DaemonClient::connect(t.host, t.port, token_, label, deadline));
     c = std::move(fresh);
     return c;
-  }
-
-  // The key under which daemons keep this session's variables: its own, or the named
-  // container's (FNV-1a, top bit set so it never equals a session's own key).
-  uint64_t variable_scope() const {
-    if (opts_.shared_container.empty()) return session_base_;
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char ch : opts_.shared_container) h = (h ^ ch) * 1099511628211ull;
-    return h | (uint64_t{1} << 63);
   }
 
   Graph& graph_;

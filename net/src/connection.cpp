@@ -36,7 +36,11 @@ Connection::Connection(asio::ip::tcp::socket socket, Handshake handshake, Connec
     : socket_(std::move(socket)), handshake_(std::move(handshake)), options_(options), label_(std::move(label)),
       reader_(kMaxPreAuthFrameBytes), handshake_timer_(socket_.get_executor()),
       heartbeat_timer_(socket_.get_executor()) {
-  if (options_.tls) tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(socket_, *options_.tls);
+  if (options_.tls) {
+    tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(socket_, *options_.tls);
+    if (!options_.tls_server && !options_.tls_host.empty())
+      tls_->set_verify_callback(asio::ssl::host_name_verification(options_.tls_host));
+  }
 }
 
 Connection::~Connection() = default;

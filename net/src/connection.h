@@ -56,6 +56,9 @@ struct ConnectionOptions {
   // TLS under the handshake (tls.h): null for plain TCP; `tls_server` for the accepting end.
   std::shared_ptr<asio::ssl::context> tls;
   bool tls_server = false;
+  // The dialing end: the daemon's certificate must name this host (a DNS name, or an IP
+  // address in its subjectAltName), not only be signed by the CA.
+  std::string tls_host;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {

@@ -36,13 +36,14 @@ ConnectionOptions client_connection_options() {
 Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& host, uint16_t port,
                                                             const std::string& token, const std::string& label,
                                                             Clock::time_point deadline, ConnectionOptions options,
-                                                            std::string self_task) {
+                                                            std::string peer_self_address) {
   if (!options.tls) {
     auto tls = client_tls_from_env();
     if (!tls.ok()) return tls.status();
     options.tls = *tls;
   }
   options.tls_server = false;
+  options.tls_host = host;
   std::unique_ptr<DaemonClient> c(new DaemonClient(label));
   auto nonce = random_nonce();
   if (!nonce.ok()) return nonce.status();
@@ -95,9 +96,10 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
   char host_name[256] = {};
   if (::gethostname(host_name, sizeof host_name - 1) != 0) host_name[0] = '\0';
   std::string me = "pid " + std::to_string(::getpid()) + " on " + (host_name[0] ? host_name : "?");
-  // A daemon dialing a peer names itself by its own address (peer_table.h).
-  if (!self_task.empty()) me = std::move(self_task);
-  Handshake hs(Handshake::Side::client, Identity{"client", me, random_incarnation()}, token, *nonce);
+  // A daemon dialing a peer says so, and names itself by its own address (peer_table.h).
+  std::string role = "client";
+  if (!peer_self_address.empty()) me = std::move(peer_self_address), role = "daemon";
+  Handshake hs(Handshake::Side::client, Identity{role, me, random_incarnation()}, token, *nonce);
   c->conn_ = Connection::create(std::move(socket), std::move(hs), options, label);
   DaemonClient* raw = c.get();
   c->kick_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -43,11 +43,12 @@ class DaemonClient {
   static int64_t timeout_ms_until(Clock::time_point deadline);
 
   // Connects to host:port and authenticates with `token` ("" for an --insecure daemon)
-  // by `deadline`. `label` names the daemon in errors ("af://127.0.0.1:2222").
+  // by `deadline`. `label` names the daemon in errors ("af://127.0.0.1:2222"). A daemon
+  // dialing a peer daemon passes its own listening address as `peer_self_address`.
   static Result<std::unique_ptr<DaemonClient>> connect(const std::string& host, uint16_t port, const std::string& token,
                                                        const std::string& label, Clock::time_point deadline,
                                                        ConnectionOptions options = client_connection_options(),
-                                                       std::string self_task = {});
+                                                       std::string peer_self_address = {});
   ~DaemonClient();
 
   // extends: 0 for a new graph, else the handle whose graph grew (see net.capnp).

@@ -25,6 +25,7 @@
 #include "connection.h"
 #include "connection_client.h"
 #include "local_daemons.h"
+#include "log_escape.h"
 #include "partition_service.h"
 #include "peer_table.h"
 #include "spin_wait.h"
@@ -34,7 +35,19 @@
 namespace actorflow::net {
 namespace {
 
-bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
+constexpr size_t kMaxLogLineBytes = 16384;
+// When accepting fails for want of descriptors or memory, the pending connection stays
+// queued and the next accept fails at once: wait this long before trying again, and say
+// so at most once per interval.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
+constexpr auto kAcceptLogInterval = std::chrono::seconds(5);
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  std::error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  return !ec && a.is_loopback();
+}
 
 std::string endpoint_text(const asio::ip::tcp::endpoint& ep) {
   std::string a = ep.address().to_string();
@@ -52,6 +65,9 @@ struct NodeDaemon::Impl {
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   asio::ip::tcp::acceptor acceptor{io};
+  asio::steady_timer accept_backoff{io};
+  std::chrono::steady_clock::time_point accept_logged{};
+  uint64_t accept_failures = 0;  // since the last line about them
   std::thread io_thread;
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<WorkerService> service;
@@ -80,7 +96,9 @@ struct NodeDaemon::Impl {
 
   void stop_once();
 
-  void log(const std::string& line) { opts.log(line); }
+  // Every line is escaped here, at the one place all of the daemon's lines pass: role and
+  // task names, locations and node names in errors all come from peers.
+  void log(const std::string& line) { opts.log(escape_for_log(line, kMaxLogLineBytes)); }
   void accept();
   void on_accepted(asio::ip::tcp::socket socket);
   void on_message(uint64_t id, const std::shared_ptr<Connection>& c, Message&& m);
@@ -89,10 +107,23 @@ struct NodeDaemon::Impl {
 
 void NodeDaemon::Impl::accept() {
   acceptor.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
-    if (stopping) return;
-    if (!ec) on_accepted(std::move(socket));
-    else log("accept failed: " + ec.message());
-    if (acceptor.is_open()) accept();
+    if (stopping || !acceptor.is_open()) return;
+    if (!ec) {
+      on_accepted(std::move(socket));
+      return accept();
+    }
+    ++accept_failures;
+    auto now = std::chrono::steady_clock::now();
+    if (now - accept_logged >= kAcceptLogInterval) {
+      log("accept failed: " + ec.message() + " (" + std::to_string(accept_failures) +
+          " time(s) since the last such line; retrying every " + std::to_string(kAcceptBackoff.count()) + " ms)");
+      accept_logged = now;
+      accept_failures = 0;
+    }
+    accept_backoff.expires_after(kAcceptBackoff);
+    accept_backoff.async_wait([this](std::error_code wait_ec) {
+      if (!wait_ec && !stopping && acceptor.is_open()) accept();
+    });
   });
 }
 
@@ -122,14 +153,24 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
   c->start(Connection::Handlers{
       [this, label, authenticated, peer_address, weak](const Identity& peer) {
         *authenticated = true;
-        if (peer.task.rfind(kPeerPrefix, 0) == 0) {
-          *peer_address = peer.task.substr(std::string(kPeerPrefix).size());
+        // A peer daemon's role and address are inside the handshake's MACs (peer_table.h).
+        if (peer.role == "daemon") {
+          *peer_address = peer.task;
           if (auto c = weak.lock()) peers->accepted(*peer_address, c);
+          log("connection from " + label + " (peer daemon '" + peer.task + "') authenticated");
+        } else {
+          log("connection from " + label + " (client '" + peer.task + "') authenticated");
         }
-        log("connection from " + label + " (client '" + peer.task + "') authenticated");
       },
-      [this, id, weak](Message&& m) {
-        if (auto c = weak.lock()) on_message(id, c, std::move(m));
+      [this, id, weak, peer_address](Message&& m) {
+        auto c = weak.lock();
+        if (!c) return;
+        if (std::holds_alternative<EdgeFrameMsg>(m) || std::holds_alternative<CreditMsg>(m)) {
+          // Never blocks: it hands the bytes to a rendezvous.
+          if (Status s = partitions->deliver(m, EdgeSource{id, *peer_address}); !s.ok()) c->close(s);
+          return;
+        }
+        on_message(id, c, std::move(m));
       },
       [this, id, label, authenticated, peer_address](const Status& why) {
         conns.erase(id);
@@ -152,11 +193,6 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
 }
 
 void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>& c, Message&& m) {
-  if (std::holds_alternative<EdgeFrameMsg>(m) || std::holds_alternative<CreditMsg>(m)) {
-    // Never blocks: it hands the bytes to a rendezvous.
-    partitions->deliver(m);
-    return;
-  }
   if (auto* sd = std::get_if<ShutdownMsg>(&m)) {
     log("shutdown requested by " + c->label() + (sd->reason.empty() ? std::string() : ": " + sd->reason));
     std::lock_guard<std::mutex> lock(stop_mu);
@@ -257,6 +293,7 @@ void NodeDaemon::Impl::shutdown() {
   asio::post(io, [this] {
     std::error_code ec;
     acceptor.close(ec);
+    accept_backoff.cancel();
   });
   int in_flight = pool->busy();
   bool drained = pool->drain(t0 + std::chrono::milliseconds(opts.drain_timeout_ms));
@@ -325,8 +362,10 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
     auto token = load_token(options.token_file);
     if (token.ok()) options.token = *token;
     else if (!options.insecure || token.status().code() != Code::not_found) return token.status();
+  } else {
+    AF_RETURN_IF_ERROR(check_token(options.token, "the daemon's token"));
   }
-  if (options.insecure && !is_loopback(options.host))
+  if (options.insecure && !options.host.empty() && !is_loopback(options.host))
     return invalid_argument("--insecure listens on loopback only, not on '" + options.host +
                             "': use --host 127.0.0.1, or set a cluster token (ACTORFLOW_TOKEN) instead");
   if (options.worker_threads < 1) return invalid_argument("worker_threads must be at least 1");
@@ -340,6 +379,24 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
     return invalid_argument("--max_message_bytes must be at least " + std::to_string(kMaxPreAuthFrameBytes));
   impl->opts = std::move(options);
   auto& opts = impl->opts;
+  TlsFiles files{opts.tls_cert, opts.tls_key, opts.tls_ca};
+  if (files.empty()) files = tls_files_from_env();
+  std::string where_flags = opts.tls_cert.empty() && opts.tls_key.empty() && opts.tls_ca.empty()
+                                ? "ACTORFLOW_TLS_CERT/KEY/CA" : "--tls_cert/--tls_key/--tls_ca";
+  AF_ASSIGN_OR_RETURN(impl->tls_server, make_tls_context(files, true, where_flags));
+  ConnectionOptions dial;
+  // Dials to peer daemons beat and time out like this daemon's own connections.
+  dial.heartbeat_ms = opts.heartbeat_ms;
+  dial.idle_timeout_ms = opts.idle_timeout_ms;
+  AF_ASSIGN_OR_RETURN(dial.tls, make_tls_context(files, false, where_flags));
+  if (opts.host.empty())
+    opts.host = !opts.insecure && (impl->tls_server || opts.trusted_network) ? "0.0.0.0" : "127.0.0.1";
+  if (!impl->tls_server && !opts.trusted_network && !is_loopback(opts.host))
+    return invalid_argument(
+        "refusing to listen on '" + opts.host + "' without TLS: beyond loopback anyone on the network path could "
+        "inject frames into an authenticated connection. Give the daemon a certificate (--tls_cert/--tls_key/--tls_ca "
+        "or ACTORFLOW_TLS_CERT/KEY/CA), or pass --trusted_network if no one else can reach this network, or listen "
+        "on 127.0.0.1");
   std::error_code ec;
   asio::ip::tcp::resolver resolver(impl->io);
   auto endpoints = resolver.resolve(opts.host, std::to_string(opts.port), asio::ip::resolver_base::passive, ec);
@@ -358,27 +415,17 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   std::string where = opts.task + " at " + impl->address;
   impl->service = std::make_unique<WorkerService>(where);
   Impl* self = impl.get();
-  impl->peers = std::make_unique<PeerTable>(impl->address, opts.token, [self](Message&& m) {
-    if (self->partitions) self->partitions->deliver(m);
+  impl->peers = std::make_unique<PeerTable>(impl->address, opts.token, [self](const std::string& address, Message&& m) {
+    if (!self->partitions) return;
+    if (Status s = self->partitions->deliver(m, EdgeSource{0, address}); !s.ok())
+      self->log("peer daemon at " + address + ": " + s.to_string());
   });
   impl->peers->set_log([self](const std::string& line) { self->log(line); });
   // A lost peer, dialed or accepted: the steps exchanging edges with it end now.
   impl->peers->set_on_lost([self](const std::string& address, const Status& why) {
     if (self->partitions) self->partitions->peer_lost(address, why);
   });
-  {
-    TlsFiles files{opts.tls_cert, opts.tls_key, opts.tls_ca};
-    if (files.empty()) files = tls_files_from_env();
-    std::string where_flags = opts.tls_cert.empty() && opts.tls_key.empty() && opts.tls_ca.empty()
-                                  ? "ACTORFLOW_TLS_CERT/KEY/CA" : "--tls_cert/--tls_key/--tls_ca";
-    AF_ASSIGN_OR_RETURN(impl->tls_server, make_tls_context(files, true, where_flags));
-    ConnectionOptions dial;
-    // Dials to peer daemons beat and time out like this daemon's own connections.
-    dial.heartbeat_ms = opts.heartbeat_ms;
-    dial.idle_timeout_ms = opts.idle_timeout_ms;
-    AF_ASSIGN_OR_RETURN(dial.tls, make_tls_context(files, false, where_flags));
-    impl->peers->set_connection_options(dial);
-  }
+  impl->peers->set_connection_options(dial);
   impl->partitions = std::make_unique<PartitionService>(where, *impl->peers);
   impl->pool = std::make_unique<WorkerPool>(opts.worker_threads);
   impl->accept();

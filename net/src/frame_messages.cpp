@@ -1,6 +1,9 @@
-// Message <-> Frame (schemas/net.capnp) conversion. Bodies are flat Cap'n Proto messages;
-// readers may traverse as many words as the frame holds (the frame limit bounds it), and
-// every Cap'n Proto exception becomes data_loss here, before it could cross a thread.
+// Message <-> Frame (schemas/net.capnp) conversion. Bodies are flat Cap'n Proto messages.
+// A frame is hostile until read: its reader traverses a small multiple of the frame's own
+// words (so a list of zero-sized structs cannot claim millions of entries), every list is
+// checked against what the frame can hold before anything is allocated for it, and what
+// decoding allocates is charged to a budget of about the frame's size. Every Cap'n Proto
+// exception becomes data_loss here, before it could cross a thread.
 #include "frame_messages.h"
 
 #include <capnp/message.h>
@@ -9,6 +12,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <tuple>
 
 #include "actorflow/tensor_codec_capnp.h"
 #include "net.capnp.h"
@@ -68,6 +73,7 @@ struct Writer {
     b.setSession(m.session);
     b.setEdgeCapacity(m.edge_capacity);
     b.setVariableScope(m.variable_scope);
+    b.setContainer(text(m.container));
     auto peers = b.initPeers(static_cast<unsigned>(m.peers.size()));
     for (unsigned i = 0; i < peers.size(); ++i) {
       peers[i].setLocation(text(m.peers[i].first));
@@ -127,25 +133,92 @@ struct Writer {
   }
 };
 
+// In the order of Message's alternatives, which is the Frame union's.
+constexpr const char* kMessageNames[] = {"Hello",   "AuthProof", "Welcome",    "RegisterGraph", "Registered",
+                                         "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit", "CleanupStep",
+                                         "Shutdown"};
+static_assert(std::size(kMessageNames) == std::variant_size_v<Message>);
+
+const char* frame_name(wire::Frame::Reader f) {
+  auto i = static_cast<size_t>(f.which());
+  return i < std::size(kMessageNames) ? kMessageNames[i] : "unknown frame";
+}
+
+// What decoding one frame may allocate besides the tensors its payload fills: the body's
+// size again plus this much. A genuine frame stays far below it (a RunStep of a thousand
+// scalar feeds uses about a quarter); a hostile one is refused before it costs more than
+// about twice its bytes.
+constexpr uint64_t kDecodeSlackBytes = uint64_t{1} << 20;
+// What one decoded tensor costs beyond its data: the TensorMessage, the Tensor's buffer
+// and shape, and the allocator's rounding.
+constexpr uint64_t kTensorOverheadBytes = sizeof(TensorMessage) + 192;
+
+// The allocations a frame's decoding may still make.
+class DecodeBudget {
+ public:
+  DecodeBudget(uint64_t frame_bytes, const char* message)
+      : left_(frame_bytes + kDecodeSlackBytes), frame_bytes_(frame_bytes), message_(message) {}
+  // Before a list is read: `count` entries of at least `each` bytes must fit.
+  Status list(const char* what, uint64_t count, uint64_t each) {
+    if (count == 0 || count <= left_ / std::max<uint64_t>(each, 1)) return Status::OK();
+    return data_loss(std::string("the ") + message_ + "'s " + what + " list claims " + std::to_string(count) +
+                     " entries, more than a frame of " + std::to_string(frame_bytes_) + " bytes can hold");
+  }
+  Status take(uint64_t bytes, const char* what) {
+    if (bytes <= left_) {
+      left_ -= bytes;
+      return Status::OK();
+    }
+    return data_loss(std::string("the ") + message_ + "'s " + what + " would take more memory than a frame of " +
+                     std::to_string(frame_bytes_) + " bytes can justify");
+  }
+  // A Text field copied into a std::string.
+  Result<std::string> text(capnp::Text::Reader t, const char* what) {
+    AF_RETURN_IF_ERROR(take(t.size(), what));
+    return std::string(t.begin(), t.size());
+  }
+
+ private:
+  uint64_t left_;
+  uint64_t frame_bytes_;
+  const char* message_;
+};
+
 // Decodes tensor heads, allocating the tensors whose data is in the payload.
 struct TensorSource {
   std::vector<PayloadTarget>* payload;
   uint64_t left;  // payload bytes the header announced and no tensor has claimed yet
+  DecodeBudget* budget;
   // `what` names the tensor in an error (only then is it called).
   template <typename What>
   Result<TensorMessage> read(wire::TensorMsg::Reader r, What&& what) {
+    // A string tensor's entries become std::strings, larger than the pointers that claim
+    // them: checked before read_tensor_message_head allocates them.
+    if (r.hasTensor() && r.getTensor().getDtype() == wire::DType::STRING) {
+      auto strings = r.getTensor().getStrings();
+      if (Status s = budget->list("string tensor", strings.size(), sizeof(std::string)); !s.ok())
+        return s.with_context(what());
+    }
     Tensor beside;
     auto m = read_tensor_message_head(r, &beside, left);
     if (!m.ok()) return m.status().with_context(what());
+    uint64_t cost = kTensorOverheadBytes + m->producer.size() + m->status.message().size();
+    if (m->tensor.valid()) cost += std::max(0, m->tensor.rank()) * sizeof(int64_t);
     if (beside.valid()) {
       payload->push_back({static_cast<char*>(beside.raw_data()), beside.bytes()});
       left -= beside.bytes();
+    } else if (m->tensor.valid()) {
+      cost += m->tensor.bytes();
+      if (m->tensor.dtype() == DType::string)
+        for (int64_t i = 0; i < m->tensor.num_elements(); ++i) cost += m->tensor.data<std::string>()[i].size();
     }
+    if (Status s = budget->take(cost, "tensors"); !s.ok()) return s.with_context(what());
     return m;
   }
 };
 
 Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
+  DecodeBudget& budget = *tensors.budget;
   switch (f.which()) {
     case wire::Frame::HELLO: {
       auto r = f.getHello();
@@ -155,12 +228,21 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
     case wire::Frame::WELCOME: return Message{WelcomeMsg{f.getWelcome().getMaxMessageBytes()}};
     case wire::Frame::REGISTER_GRAPH: {
       auto r = f.getRegisterGraph();
+      AF_RETURN_IF_ERROR(budget.take(r.getGraphDef().size(), "graph"));
       RegisterGraphMsg m{r.getRequestId(), to_string(r.getGraphDef()), r.getExtendsHandle()};
-      m.location = str(r.getLocation());
+      AF_ASSIGN_OR_RETURN(m.location, budget.text(r.getLocation(), "location"));
       m.session = r.getSession();
       m.edge_capacity = r.getEdgeCapacity();
       m.variable_scope = r.getVariableScope();
-      for (auto p : r.getPeers()) m.peers.emplace_back(str(p.getLocation()), str(p.getAddress()));
+      AF_ASSIGN_OR_RETURN(m.container, budget.text(r.getContainer(), "container"));
+      auto peers = r.getPeers();
+      AF_RETURN_IF_ERROR(budget.list("peers", peers.size(), sizeof(m.peers[0])));
+      m.peers.reserve(peers.size());
+      for (auto p : peers) {
+        AF_ASSIGN_OR_RETURN(std::string location, budget.text(p.getLocation(), "peers"));
+        AF_ASSIGN_OR_RETURN(std::string address, budget.text(p.getAddress(), "peers"));
+        m.peers.emplace_back(std::move(location), std::move(address));
+      }
       return Message{std::move(m)};
     }
     case wire::Frame::REGISTERED: {
@@ -173,13 +255,22 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
       m.handle = r.getHandle();
       m.step_id = r.getStepId();
       m.timeout_ms = r.getTimeoutMs();
-      for (auto feed : r.getFeeds()) {
-        std::string name = str(feed.getName());
+      auto feeds = r.getFeeds();
+      AF_RETURN_IF_ERROR(budget.list("feeds", feeds.size(), sizeof(m.feeds[0]) + kTensorOverheadBytes));
+      m.feeds.reserve(feeds.size());
+      for (auto feed : feeds) {
+        AF_ASSIGN_OR_RETURN(std::string name, budget.text(feed.getName(), "feeds"));
         AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(feed.getTensor(), [&] { return "the feed " + name; }));
         m.feeds.emplace_back(std::move(name), std::move(t));
       }
-      for (auto name : r.getFetches()) m.fetches.push_back(str(name));
-      for (auto name : r.getTargets()) m.targets.push_back(str(name));
+      for (auto [list, out, what] : {std::tuple{r.getFetches(), &m.fetches, "fetches"}, std::tuple{r.getTargets(), &m.targets, "targets"}}) {
+        AF_RETURN_IF_ERROR(budget.list(what, list.size(), sizeof(std::string)));
+        out->reserve(list.size());
+        for (auto name : list) {
+          AF_ASSIGN_OR_RETURN(std::string n, budget.text(name, what));
+          out->push_back(std::move(n));
+        }
+      }
       return Message{std::move(m)};
     }
     case wire::Frame::STEP_DONE: {
@@ -187,7 +278,10 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
       StepDoneMsg m;
       m.step_id = r.getStepId();
       m.status = read_status(r.getStatus());
-      for (auto d : r.getFetched()) {
+      auto fetched = r.getFetched();
+      AF_RETURN_IF_ERROR(budget.list("fetched", fetched.size(), kTensorOverheadBytes));
+      m.fetched.reserve(fetched.size());
+      for (auto d : fetched) {
         AF_ASSIGN_OR_RETURN(TensorMessage t, tensors.read(d, [] { return std::string("a fetched tensor"); }));
         m.fetched.push_back(std::move(t));
       }
@@ -215,12 +309,7 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
 
 }  // namespace
 
-const char* message_name(const Message& m) {
-  static const char* names[] = {"Hello",   "AuthProof", "Welcome",    "RegisterGraph", "Registered",
-                                "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit", "CleanupStep",
-                                "Shutdown"};
-  return names[m.index()];
-}
+const char* message_name(const Message& m) { return kMessageNames[m.index()]; }
 
 namespace {
 
@@ -234,7 +323,7 @@ struct SizeEstimate {
   void operator()(const AuthProofMsg& m) { str(m.mac); }
   void operator()(const WelcomeMsg&) {}
   void operator()(const RegisterGraphMsg& m) {
-    str(m.graph_def), str(m.location);
+    str(m.graph_def), str(m.location), str(m.container);
     for (auto& p : m.peers) bytes += 16, str(p.first), str(p.second);
   }
   void operator()(const RegisteredMsg& m) { str(m.status.message()); }
@@ -317,10 +406,13 @@ Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes, std::v
   payload->clear();
   if (frame.size == 0 || frame.size % 8 != 0 || frame.words.size() * 8 < frame.size)
     return data_loss("frame body of " + std::to_string(frame.size) + " bytes is not a Cap'n Proto message");
+  if (frame.size > max_bytes)
+    return data_loss("frame body of " + std::to_string(frame.size) + " bytes is over the limit of " + std::to_string(max_bytes));
   capnp::ReaderOptions options;
-  // Raised from Cap'n Proto's 64 MiB default to the frame limit, plus slack for the
-  // small amplification that list pointers allow.
-  options.traversalLimitInWords = max_bytes / 8 + 1024;
+  // From the frame's own size, not the connection's limit: Cap'n Proto charges a list of
+  // zero-sized structs a word an entry, so a 100-byte frame claims at most a few thousand.
+  // Four times the words, as a checked list may be read twice (its count, then its entries).
+  options.traversalLimitInWords = frame.size / 2 + 4096;
   options.nestingLimit = 16;
   try {
     capnp::FlatArrayMessageReader reader(
@@ -331,7 +423,8 @@ Result<Message> decode_message(const RawFrame& frame, uint64_t max_bytes, std::v
     if (static_cast<uint16_t>(root.which()) + 1 != frame.type)
       return data_loss("frame header says type " + std::to_string(frame.type) + " but the body holds union member " +
                        std::to_string(static_cast<int>(root.which())));
-    TensorSource tensors{payload, frame.payload_bytes};
+    DecodeBudget budget(frame.size, frame_name(root));
+    TensorSource tensors{payload, frame.payload_bytes, &budget};
     auto m = read_frame(root, tensors);
     if (!m.ok()) return m;
     uint64_t described = 0;

@@ -17,11 +17,12 @@
 namespace actorflow::net {
 
 // 2: a frame's tensors are TensorMsg structs in its message (1 nested them as bytes).
-inline constexpr uint32_t kProtoVersion = 2;
+// 3: a daemon dialing a peer says role "daemon"; RegisterGraph names its container.
+inline constexpr uint32_t kProtoVersion = 3;
 
 struct HelloMsg {
   uint32_t proto_version = kProtoVersion;
-  std::string role;  // "client" or "daemon"
+  std::string role;  // "client", or "daemon" (a daemon, or a daemon dialing a peer)
   std::string task;
   uint64_t incarnation = 0;
   std::string nonce;
@@ -42,6 +43,7 @@ struct RegisterGraphMsg {
   std::vector<std::pair<std::string, std::string>> peers;  // location -> "host:port"
   int32_t edge_capacity = 0;
   uint64_t variable_scope = 0;
+  std::string container;  // not empty: a named container's variables, not the scope's
 };
 struct RegisteredMsg {
   uint64_t request_id = 0;

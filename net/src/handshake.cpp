@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "log_escape.h"
+
 namespace actorflow::net {
 namespace {
 
@@ -100,11 +102,14 @@ Result<std::vector<Message>> Handshake::on_message(const Message& m) {
 
 Result<std::vector<Message>> Handshake::on_hello(const HelloMsg& h) {
   if (state_ != State::await_hello) return fail("a second Hello");
-  const char* want_role = side_ == Side::client ? "daemon" : "client";
   if (h.proto_version != kProtoVersion)
     return fail("peer speaks protocol version " + std::to_string(h.proto_version) + ", this build speaks " +
                 std::to_string(kProtoVersion));
-  if (h.role != want_role) return fail("peer's role is '" + h.role.substr(0, 32) + "', expected '" + want_role + "'");
+  // A daemon is dialed by clients and by peer daemons; a client dials daemons only.
+  bool role_ok = side_ == Side::client ? h.role == "daemon" : (h.role == "client" || h.role == "daemon");
+  if (!role_ok)
+    return fail("peer's role is '" + escape_for_log(h.role, 32) + "', expected " +
+                (side_ == Side::client ? "'daemon'" : "'client' or 'daemon'"));
   if (h.nonce.size() != kNonceBytes) return fail("peer's nonce is " + std::to_string(h.nonce.size()) + " bytes, not 32");
   if (macs_equal(h.nonce, nonce_)) return fail("peer echoed our own nonce");
   if (h.task.size() > kMaxHelloText) return fail("peer's task name is too long");

@@ -95,7 +95,12 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
   e->rendezvous = std::make_shared<runtime::EdgeRendezvous>(m.location, transport, m.edge_capacity);
   SessionOptions opts;
   opts.edge_capacity = m.edge_capacity < 1 ? 2 : m.edge_capacity;
-  if (m.variable_scope != 0) {
+  if (!m.container.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = containers_[{m.container, m.location}];
+    if (!slot) slot = std::make_shared<ResourceMgr>();
+    e->variables = slot;
+  } else if (m.variable_scope != 0) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& slot = variables_[{m.variable_scope, m.location}];
     e->variables = slot.lock();
@@ -103,8 +108,6 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
       e->variables = std::make_shared<ResourceMgr>();
       slot = e->variables;
     }
-    // Named containers have the top bit of their scope set (cluster_session.cpp).
-    if ((m.variable_scope >> 63) != 0) containers_.emplace(std::make_pair(m.variable_scope, m.location), e->variables);
   }
   auto ex = runtime::make_partition_executor(std::move(graph).value(), e->rendezvous, opts, e->variables);
   if (!ex.ok()) return ex.status().with_context("the partition for " + m.location + " on " + where_);
@@ -112,7 +115,7 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t handle = next_handle_++;
   entries_[handle] = e;
-  routes_[{m.session, m.location}] = e->rendezvous;
+  routes_[{m.session, m.location}] = Route{e->rendezvous, owner, e->peers};
   return handle;
 }
 
@@ -241,12 +244,22 @@ size_t PartitionService::close_owner(uint64_t owner) {
   return gone.size();
 }
 
-std::shared_ptr<runtime::EdgeRendezvous> PartitionService::route(uint64_t session, const std::string& location) {
+Result<std::shared_ptr<runtime::EdgeRendezvous>> PartitionService::route(uint64_t session, const std::string& location,
+                                                                          const EdgeSource* from) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = routes_.find({session, location});
-  if (it == routes_.end()) return nullptr;
-  auto r = it->second.lock();
-  if (!r) routes_.erase(it);
+  if (it == routes_.end()) return std::shared_ptr<runtime::EdgeRendezvous>();
+  auto r = it->second.rendezvous.lock();
+  if (!r) {
+    routes_.erase(it);
+    return r;
+  }
+  if (from && !(from->owner != 0 && from->owner == it->second.owner) &&
+      !(!from->peer_address.empty() && it->second.peers.count(from->peer_address)))
+    return Status(Code::failed_precondition,
+                  "an Edge or Credit frame for a session that this connection" +
+                      (from->peer_address.empty() ? std::string() : " (peer daemon " + from->peer_address + ")") +
+                      " neither registered nor was named a peer of, at " + location);
   return r;
 }
 
@@ -254,20 +267,23 @@ void PartitionService::deliver_edge(uint64_t session, const std::string& to, int
                                     runtime::EdgeValue value) {
   // A frame for a session whose partition is gone (closed, or the client went away) has
   // no one to wait for it.
-  if (auto r = route(session, to)) r->on_edge(step, edge, std::move(value));
+  if (auto r = route(session, to, nullptr); r.ok() && *r) (*r)->on_edge(step, edge, std::move(value));
 }
 
 void PartitionService::deliver_credit(uint64_t session, const std::string& to, int64_t edge) {
-  if (auto r = route(session, to)) r->on_credit(edge);
+  if (auto r = route(session, to, nullptr); r.ok() && *r) (*r)->on_credit(edge);
 }
 
-void PartitionService::deliver(const Message& m) {
+Status PartitionService::deliver(const Message& m, const EdgeSource& from) {
   if (auto* e = std::get_if<EdgeFrameMsg>(&m)) {
+    AF_ASSIGN_OR_RETURN(auto r, route(e->session, e->to_location, &from));
     g_edge_bytes_received.fetch_add(e->value.tensor.valid() ? e->value.tensor.bytes() : 0, std::memory_order_relaxed);
-    deliver_edge(e->session, e->to_location, static_cast<int64_t>(e->step_id), static_cast<int64_t>(e->edge), e->value);
+    if (r) r->on_edge(static_cast<int64_t>(e->step_id), static_cast<int64_t>(e->edge), e->value);
   } else if (auto* c = std::get_if<CreditMsg>(&m)) {
-    deliver_credit(c->session, c->to_location, static_cast<int64_t>(c->edge));
+    AF_ASSIGN_OR_RETURN(auto r, route(c->session, c->to_location, &from));
+    if (r) r->on_credit(static_cast<int64_t>(c->edge));
   }
+  return Status::OK();
 }
 
 EdgeTraffic edge_traffic() {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "actorflow/runtime/partition_executor.h"
@@ -19,6 +20,13 @@ namespace actorflow::net {
 
 // Partition handles live above WorkerService's, so one RunStep handle says which it is.
 inline constexpr uint64_t kFirstPartitionHandle = uint64_t{1} << 40;
+
+// Where an Edge or Credit frame came from: the accepted connection `owner` (0 for none),
+// or the peer daemon at `peer_address` ("" for none).
+struct EdgeSource {
+  uint64_t owner = 0;
+  std::string peer_address;
+};
 
 class PartitionService {
  public:
@@ -58,22 +66,33 @@ class PartitionService {
   static Status client_gone();
   static Status closed_by_client();
   size_t close_owner(uint64_t owner);
-  // An Edge or Credit frame from a peer daemon (any thread).
-  void deliver(const Message& m);
+  // An Edge or Credit frame from a peer daemon (any thread). A connection may feed only the
+  // sessions it registered a partition of, or whose registration named it a peer:
+  // failed_precondition otherwise (the frame is dropped; the caller closes the connection).
+  // A frame for a session with no partition here (closed, or not registered yet) is
+  // dropped, as no one waits for it.
+  Status deliver(const Message& m, const EdgeSource& from);
   // The same, for a session's locations on this daemon.
   void deliver_edge(uint64_t session, const std::string& to, int64_t step, int64_t edge, runtime::EdgeValue value);
   void deliver_credit(uint64_t session, const std::string& to, int64_t edge);
 
  private:
   struct Entry;
-  std::shared_ptr<runtime::EdgeRendezvous> route(uint64_t session, const std::string& location);
+  struct Route {
+    std::weak_ptr<runtime::EdgeRendezvous> rendezvous;
+    uint64_t owner = 0;
+    std::set<std::string> peers;  // addresses of the session's other daemons
+  };
+  // The rendezvous for (session, location), if `from` may feed it (null `from`: this daemon).
+  Result<std::shared_ptr<runtime::EdgeRendezvous>> route(uint64_t session, const std::string& location,
+                                                         const EdgeSource* from);
   void abort_where(const std::function<bool(uint64_t handle, const Entry&)>& pick, const Status& why);
 
   std::string where_;
   PeerTable& peers_;
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
-  std::map<std::pair<uint64_t, std::string>, std::weak_ptr<runtime::EdgeRendezvous>> routes_;
+  std::map<std::pair<uint64_t, std::string>, Route> routes_;
   // (variable scope, location) -> the variables its partitions share: a session's own
   // scope lives as long as its partitions do.
   std::map<std::pair<uint64_t, std::string>, std::weak_ptr<ResourceMgr>> variables_;
@@ -84,7 +103,8 @@ class PartitionService {
   // checkpoint behind, and a chief restarted after the workers ended and left still sees
   // their marks. (A sync round cut mid-way needs no reset: the chief's next take restarts
   // the accumulator at its round, and a take of the failed step gives way to it.)
-  std::map<std::pair<uint64_t, std::string>, std::shared_ptr<ResourceMgr>> containers_;
+  // Keyed by (container name, location).
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<ResourceMgr>> containers_;
   uint64_t next_handle_ = kFirstPartitionHandle;
 };
 

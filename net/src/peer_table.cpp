@@ -5,7 +5,7 @@
 
 namespace actorflow::net {
 
-PeerTable::PeerTable(std::string self_address, std::string token, std::function<void(Message&&)> on_message)
+PeerTable::PeerTable(std::string self_address, std::string token, OnMessage on_message)
     : self_(std::move(self_address)), token_(std::move(token)), on_message_(std::move(on_message)) {}
 
 PeerTable::~PeerTable() { close_all(); }
@@ -39,12 +39,12 @@ Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clo
   int port = std::atoi(address.c_str() + colon + 1);
   if (port < 1 || port > 65535) return invalid_argument("peer address '" + address + "' has a bad port");
   auto c = DaemonClient::connect(host, static_cast<uint16_t>(port), token_, "af://" + address, deadline, dial_options_,
-                                 std::string(kPeerPrefix) + self_);
+                                 self_);
   if (!c.ok())
     return c.status().with_context("connecting to the peer daemon " + (location.empty() ? "" : "of " + location + " ") +
                                    "at " + address);
   std::shared_ptr<DaemonClient> client(std::move(c).value());
-  client->set_message_handler(on_message_);
+  client->set_message_handler([f = on_message_, address](Message&& m) { f(address, std::move(m)); });
   bool again;
   {
     std::lock_guard<std::mutex> lock(mu_);

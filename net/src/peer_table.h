@@ -1,8 +1,9 @@
 // A daemon's connections to the other daemons of a cluster (TF's WorkerCache): one per
 // pair, keyed by the peer's listening address. The daemon with the lower address dials
-// (OneFlow's InitSockets), naming itself "peer <its address>" in its Hello, and the
-// other side files the accepted connection under that address; both then send Edge and
-// Credit frames over it. Sends never block: frames are queued on the connection.
+// (OneFlow's InitSockets), saying role "daemon" and its own address in its Hello (both
+// bound by the handshake's MACs), and the other side files the accepted connection under
+// that address; both then send Edge and Credit frames over it. Sends never block: frames
+// are queued on the connection.
 #pragma once
 #include <chrono>
 #include <functional>
@@ -16,13 +17,12 @@
 
 namespace actorflow::net {
 
-inline constexpr const char* kPeerPrefix = "peer ";
-
 class PeerTable {
  public:
-  // `on_message` receives the Edge and Credit frames arriving on dialed connections (the
-  // daemon routes those arriving on accepted ones itself).
-  PeerTable(std::string self_address, std::string token, std::function<void(Message&&)> on_message);
+  // `on_message` receives the Edge and Credit frames arriving on dialed connections, with
+  // the address dialed (the daemon routes those arriving on accepted ones itself).
+  using OnMessage = std::function<void(const std::string& address, Message&&)>;
+  PeerTable(std::string self_address, std::string token, OnMessage on_message);
   ~PeerTable();
   // Options of the connections this table dials (TLS, heartbeats); set before use.
   void set_connection_options(ConnectionOptions o) { dial_options_ = std::move(o); }
@@ -38,7 +38,7 @@ class PeerTable {
   // /job:ps/task:0/cpu:0) names it in the error.
   Status connect_if_lower(const std::string& address, DaemonClient::Clock::time_point deadline,
                           const std::string& location = "");
-  // An accepted connection whose Hello said "peer <address>".
+  // An accepted connection whose Hello said role "daemon" and task `address`.
   void accepted(const std::string& address, const std::shared_ptr<Connection>& c);
   // That connection closed: unless this daemon closed it (cancelled), the peer is lost,
   // as when a dialed connection is (on_lost). The io thread calls it; it never blocks.
@@ -54,7 +54,7 @@ class PeerTable {
   std::string token_;
   ConnectionOptions dial_options_;
   std::mutex dial_mu_;
-  std::function<void(Message&&)> on_message_;
+  OnMessage on_message_;
   std::function<void(const std::string&)> log_;
   std::function<void(const std::string&, const Status&)> on_lost_;
   std::mutex mu_;

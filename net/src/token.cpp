@@ -19,13 +19,25 @@ Result<std::string> read_token_file(const std::string& path, const std::string& 
   return t;
 }
 
+Result<std::string> checked(Result<std::string> token, const std::string& origin) {
+  if (token.ok()) AF_RETURN_IF_ERROR(check_token(*token, origin));
+  return token;
+}
+
 }  // namespace
 
+Status check_token(const std::string& token, const std::string& origin) {
+  if (token.size() >= kMinTokenBytes) return Status::OK();
+  return invalid_argument(origin + ": the cluster token is " + std::to_string(token.size()) + " bytes; at least " +
+                          std::to_string(kMinTokenBytes) + " are needed. Make one with: " + kMakeTokenCommand);
+}
+
 Result<std::string> load_token(const std::string& token_file, const std::map<std::string, std::string>& env) {
-  if (!token_file.empty()) return read_token_file(token_file, "--token_file");
-  if (auto it = env.find("ACTORFLOW_TOKEN"); it != env.end() && !it->second.empty()) return it->second;
+  if (!token_file.empty()) return checked(read_token_file(token_file, "--token_file"), "--token_file " + token_file);
+  if (auto it = env.find("ACTORFLOW_TOKEN"); it != env.end() && !it->second.empty())
+    return checked(it->second, "ACTORFLOW_TOKEN");
   if (auto it = env.find("ACTORFLOW_TOKEN_FILE"); it != env.end() && !it->second.empty())
-    return read_token_file(it->second, "ACTORFLOW_TOKEN_FILE");
+    return checked(read_token_file(it->second, "ACTORFLOW_TOKEN_FILE"), "ACTORFLOW_TOKEN_FILE " + it->second);
   return not_found(kNoTokenHelp);
 }
 

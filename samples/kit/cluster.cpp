@@ -40,6 +40,7 @@ std::unique_ptr<afn::NodeDaemon> start_daemon(const afn::ClusterSpec& spec, cons
   // connections all beat every --heartbeat_ms and give up on a peer silent --peer_timeout_ms.
   o.heartbeat_ms = f.heartbeat_ms;
   o.idle_timeout_ms = f.peer_timeout_ms;
+  o.trusted_network = f.trusted_network;
   afn::set_client_heartbeat(f.heartbeat_ms, f.peer_timeout_ms);
   auto d = afn::NodeDaemon::start(o);
   if (!d.ok() && d.status().code() == af::Code::not_found)
@@ -76,7 +77,7 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   auto spec = afn::resolve_cluster(co);
   const std::vector<std::string> cluster_only = {"--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
                                                  "--replication", "--ps_strategy", "--sync_timeout_ms", "--step_timeout_ms", "--clock_log",
-                                                 "--heartbeat_ms", "--peer_timeout_ms"};
+                                                 "--heartbeat_ms", "--peer_timeout_ms", "--trusted_network"};
   if (!spec.ok()) {
     if (spec.status().code() != af::Code::not_found) fail(program, spec.status().to_string());
     std::string unused = unsupported_flags(f, cluster_only, "without a cluster (--ps_hosts/--worker_hosts, TF_CONFIG, ...)");

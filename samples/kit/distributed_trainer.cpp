@@ -67,19 +67,38 @@ bool retryable(const af::Status& s) {
 // deadline passes; says once what it waits for.
 af::Status wait_for(const std::string& what, Clock::time_point deadline, const std::function<af::Status()>& attempt) {
   auto pause = std::chrono::milliseconds(100);
-  bool said = false;
+  const auto start = Clock::now();
+  auto said = Clock::time_point();
   while (true) {
     af::Status s = attempt();
     if (s.ok() || !retryable(s)) return s;
-    if (Clock::now() + pause > deadline)
+    auto now = Clock::now();
+    if (now + pause > deadline)
       return af::Status(af::Code::deadline_exceeded, "gave up waiting for " + what + ": " + s.message());
-    if (!said) {
-      std::cerr << af::log_time() << " waiting for " << what << " (" << s.message() << ")" << std::endl;
-      said = true;
+    // Once at first, then every 10 s, as TF's "CreateSession still waiting for response
+    // from worker": a late task is waited for, never fatal before the deadline.
+    if (said == Clock::time_point() || now - said >= std::chrono::seconds(10)) {
+      auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+      std::cerr << af::log_time() << (said == Clock::time_point() ? " waiting for " : " still waiting for ") << what
+                << (waited > 0 ? " after " + std::to_string(waited) + " s" : std::string()) << " (" << s.message() << ")"
+                << std::endl;
+      said = now;
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(2000));
   }
+}
+
+// The global step, waited for like the cluster itself: reading it is a new kind of step
+// whose partitions a loaded ps may register late.
+af::Result<int64_t> read_global_step(af::Session& sess, const af::Output& step, const Flags& f) {
+  int64_t value = 0;
+  AF_RETURN_IF_ERROR(wait_for("the global step", Clock::now() + std::chrono::milliseconds(f.startup_timeout_ms), [&] {
+    auto v = sess.run({step});
+    if (v.ok()) value = (*v)[0].item<int64_t>();
+    return v.status();
+  }));
+  return value;
 }
 
 // OK once no variable is missing from its ps; failed_precondition (which wait_for retries)
@@ -231,10 +250,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
     AF_RETURN_IF_ERROR(wait_for("the chief " + task.chief + " to initialize the variables", deadline,
                                 [&] { return all_initialized(sess, uninitialized); }));
   }
-  auto read_step = [&]() -> af::Result<int64_t> {
-    AF_ASSIGN_OR_RETURN(auto v, sess.run({step}));
-    return v[0].item<int64_t>();
-  };
+  auto read_step = [&] { return read_global_step(sess, step, f); };
   AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
   const int64_t start_step = gstep;
   auto recover = [&] { return recover_cluster(sess, uninitialized, task.is_chief ? &*saver : nullptr, f, task.self); };
@@ -469,10 +485,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
     AF_RETURN_IF_ERROR(resumed_from.empty() ? sess.run_init() : saver.restore_file(sess, resumed_from));
     return towers_answer();
   }));
-  auto read_step = [&]() -> af::Result<int64_t> {
-    AF_ASSIGN_OR_RETURN(auto v, sess.run({step}));
-    return v[0].item<int64_t>();
-  };
+  auto read_step = [&] { return read_global_step(sess, step, f); };
   AF_ASSIGN_OR_RETURN(int64_t gstep, read_step());
   const int64_t start_step = gstep;
   // A lost tower task is waited for (every step spans it); a lost ps is restored.

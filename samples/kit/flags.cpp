@@ -177,6 +177,9 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
                  "distributed: a task or daemon silent this long (a cut link) is taken as lost (>= 2 x --heartbeat_ms)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--trusted_network", f.trusted_network,
+               "distributed: the task's daemon may listen beyond loopback without TLS (a network no one else can reach; "
+               "otherwise give it ACTORFLOW_TLS_CERT/KEY/CA)");
   app.add_option("--clock_log", f.clock_log, "ssp: the chief writes the ps's clock records (worker clock slowest) here");
   app.add_option("--slow_step_ms", f.slow_step_ms, "test hook: sleep this long before every training step")
       ->capture_default_str()

@@ -57,6 +57,7 @@ struct Flags {
   double save_checkpoint_secs = 600;   // the chief also checkpoints this often (bounds what a lost ps costs)
   int heartbeat_ms = 1000;             // every connection beats this often when idle
   int peer_timeout_ms = 10000;         // a peer silent this long is dead (a cut link, a hung host)
+  bool trusted_network = false;        // the task's daemon may listen beyond loopback without TLS
 
   // The flags the command line named ("--model", ...), for samples that reject a flag
   // only where it does not apply.

@@ -1,7 +1,7 @@
 // actorflow-node: the node daemon. Clients run graphs on it with
 // Session::create(g, "af://host:port"); every connection proves it knows the cluster token.
 //
-//   ACTORFLOW_TOKEN=s3cret build/tools/actorflow-node --host 127.0.0.1 --port 2222
+//   ACTORFLOW_TOKEN=$(head -c 32 /dev/urandom | base64) build/tools/actorflow-node --host 127.0.0.1 --port 2222
 //
 // Its task comes from the cluster (--ps_hosts/--worker_hosts/--job_name/--task_index,
 // --cluster_spec, TF_CONFIG, Slurm or Open MPI: net/README.md), else /job:worker/task:0.
@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   int port = 2222;
   std::string port_file;
   afn::ClusterOptions cluster;
-  app.add_option("--host", host, "address to listen on (default 0.0.0.0; 127.0.0.1 with --insecure)");
+  app.add_option("--host", host,
+                 "address to listen on (default 0.0.0.0 with TLS or --trusted_network, else 127.0.0.1)");
   app.add_option("--port", port, "port to listen on; 0 = any free port (default: this task's port in the cluster, else 2222)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--port_file", port_file, "write the port listened on to this file");
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--tls_key", opts.tls_key, "TLS: its private key (PEM; else ACTORFLOW_TLS_KEY)");
   app.add_option("--tls_ca", opts.tls_ca, "TLS: the cluster's CA, which must have signed every peer's certificate (else ACTORFLOW_TLS_CA)");
   app.add_flag("--insecure", opts.insecure, "no cluster token; listen on loopback only (tests on one machine)");
+  app.add_flag("--trusted_network", opts.trusted_network,
+               "listen beyond loopback without TLS: only the handshake is then authenticated, so use it on a "
+               "network no one else can reach");
   app.add_option("--max_message_bytes", opts.max_message_bytes, "largest frame accepted from an authenticated peer")
       ->capture_default_str();
   app.add_option("--worker_threads", opts.worker_threads, "threads running steps")->check(CLI::PositiveNumber)->capture_default_str();
@@ -96,7 +100,7 @@ int main(int argc, char** argv) {
     std::cerr << "actorflow-node: " << spec.status().to_string() << "\n";
     return 2;
   }
-  opts.host = !host.empty() ? host : (opts.insecure ? "127.0.0.1" : "0.0.0.0");
+  opts.host = host;
   opts.port = static_cast<uint16_t>(port);
 
   // The connections this process dials (to peer daemons) beat and time out alike.

@@ -17,6 +17,7 @@
 namespace actorflow::net {
 
 struct DaemonOptions {
+  // Empty: every interface (0.0.0.0) with TLS or trusted_network, else 127.0.0.1.
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the OS picks one; see port()
   // Names this daemon in log lines and errors.
@@ -27,6 +28,11 @@ struct DaemonOptions {
   std::string token_file;
   // No token needed: listens on loopback only (for tests on one machine).
   bool insecure = false;
+  // Without TLS only the handshake is authenticated: later frames carry a CRC, not a MAC,
+  // so anyone on the network path could inject frames into a connection. Such a daemon
+  // therefore listens on loopback only, unless this says the network is trusted
+  // (--trusted_network: a private network that no one else can reach).
+  bool trusted_network = false;
   // TLS under the token handshake (--tls_cert/--tls_key/--tls_ca; empty: the
   // ACTORFLOW_TLS_CERT/KEY/CA variables; none of them: plain TCP). Every peer must present
   // a certificate signed by the CA, and clients verify the daemon's the same way.
