@@ -19,47 +19,6 @@ using namespace afserve;
 
 namespace {
 
-// A plain socket with 5 s send and receive timeouts, connected to 127.0.0.1:port; -1 on failure.
-int connect_raw(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Everything the server sends until it closes (or 5 s pass without a byte).
-std::string read_all(int fd) {
-  std::string out;
-  char buf[4096];
-  for (int i = 0; i < 100000; ++i) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
-// Sends raw bytes on a new connection; the status of the answer, 0 if none came.
-int raw_status(int port, const std::string& bytes) {
-  int fd = connect_raw(port);
-  if (fd < 0) return 0;
-  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  std::string answer = read_all(fd);
-  ::close(fd);
-  if (answer.rfind("HTTP/1.", 0) != 0 || answer.size() < 12) return 0;
-  return std::stoi(answer.substr(9, 3));
-}
-
 // True when the server has closed the connection: an orderly end or a reset, not the
 // receive timeout running out.
 bool closed_by_server(int fd) {

@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -178,6 +181,47 @@ inline Reply http_call(int port, const std::string& method, const std::string& t
   return r;
 }
 
+// A plain socket with 5 s send and receive timeouts, connected to 127.0.0.1:port; -1 on failure.
+inline int connect_raw(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything the server sends until it closes (or 5 s pass without a byte).
+inline std::string read_all(int fd) {
+  std::string out;
+  char buf[4096];
+  for (int i = 0; i < 100000; ++i) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Sends raw bytes on a new connection; the status of the answer, 0 if none came.
+inline int raw_status(int port, const std::string& bytes) {
+  int fd = connect_raw(port);
+  if (fd < 0) return 0;
+  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::string answer = read_all(fd);
+  ::close(fd);
+  if (answer.rfind("HTTP/1.", 0) != 0 || answer.size() < 12) return 0;
+  return std::stoi(answer.substr(9, 3));
+}
+
 // The "predictions" of a predict answer, as numbers (rows of one value each).
 inline std::vector<double> predictions(const Reply& r, const char* key = "predictions") {
   std::vector<double> v;
@@ -185,6 +229,25 @@ inline std::vector<double> predictions(const Reply& r, const char* key = "predic
   if (!doc.is_object() || !doc.contains(key) || !doc[key].is_array()) return v;
   for (auto& x : doc[key]) v.push_back(x.get<double>());
   return v;
+}
+
+// A /proc/<pid>/status field in kB (VmRSS, VmHWM), or 0.
+inline long proc_status_kb(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long kb = 0;
+  while (in >> key)
+    if (key == field + ":" && in >> kb) return kb;
+  return 0;
+}
+
+// Resets the process's peak RSS (VmHWM) to its RSS now, so that VmHWM then tells the most
+// a stretch of requests took; false where the kernel does not let us.
+inline bool reset_peak_rss(pid_t pid) {
+  std::ofstream out("/proc/" + std::to_string(pid) + "/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
 }
 
 // `name`'s value in Prometheus text (the first line starting with it), or -1.

@@ -6,8 +6,6 @@
 
 #if AF_SERVE_SIMDJSON
 #include <simdjson.h>
-#else
-#include <nlohmann/json.hpp>
 #endif
 
 namespace serve {
@@ -94,111 +92,19 @@ std::optional<af::Tensor> read(std::string_view body, const TensorSpec& input) {
   return t;
 }
 
-#else
-using json = nlohmann::json;
-
-// Returning false from any event stops the parse: the body is left to the DOM path.
-template <typename T>
-class InstancesReader final : public nlohmann::json_sax<json> {
- public:
-  explicit InstancesReader(std::vector<int64_t> row_dims) : dims_(std::move(row_dims)), counts_(dims_.size() + 1, 0) {}
-
-  bool null() override { return false; }
-  bool boolean(bool) override { return false; }
-  bool number_integer(number_integer_t v) override { return value(static_cast<double>(v)); }
-  bool number_unsigned(number_unsigned_t v) override { return value(static_cast<double>(v)); }
-  bool number_float(number_float_t v, const string_t&) override { return value(v); }
-  bool string(string_t&) override { return false; }
-  bool binary(binary_t&) override { return false; }
-
-  bool start_object(std::size_t) override {
-    if (objects_ != 0 || depth_ != 0) return false;
-    objects_ = 1;
-    return true;
-  }
-  bool key(string_t& k) override {
-    if (objects_ != 1 || depth_ != 0 || seen_ || k != "instances") return false;
-    seen_ = true;
-    expecting_ = true;
-    return true;
-  }
-  bool end_object() override {
-    if (objects_ != 1 || depth_ != 0) return false;
-    objects_ = 0;
-    return true;
-  }
-
-  bool start_array(std::size_t) override {
-    if (depth_ == 0) {
-      if (!expecting_) return false;
-      expecting_ = false;
-    } else {
-      if (static_cast<size_t>(depth_) > dims_.size()) return false;  // deeper than a row
-      ++counts_[static_cast<size_t>(depth_) - 1];
-    }
-    counts_[static_cast<size_t>(depth_)] = 0;
-    ++depth_;
-    return true;
-  }
-  bool end_array() override {
-    size_t level = static_cast<size_t>(depth_) - 1;
-    if (level == 0) {
-      rows_ = counts_[0];
-    } else {
-      // A row's dimension: an unknown one takes the first row's size, as the DOM path does.
-      int64_t& want = dims_[level - 1];
-      if (want < 0) want = counts_[level];
-      if (counts_[level] != want) return false;
-    }
-    --depth_;
-    return true;
-  }
-
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
-
-  // Whole and well formed: one object holding the instances, at least one row.
-  bool complete() const { return seen_ && !expecting_ && objects_ == 0 && depth_ == 0 && rows_ > 0; }
-  int64_t rows() const { return rows_; }
-  const std::vector<int64_t>& row_dims() const { return dims_; }
-  const std::vector<T>& values() const { return values_; }
-
- private:
-  // The DOM path converts a number through double (json::get<double>); so does this.
-  bool value(double v) {
-    if (static_cast<size_t>(depth_) != dims_.size() + 1) return false;  // a number where a list belongs
-    ++counts_[static_cast<size_t>(depth_) - 1];
-    values_.push_back(static_cast<T>(v));
-    return true;
-  }
-
-  std::vector<int64_t> dims_;    // of one row; -1 until the first row tells
-  std::vector<int64_t> counts_;  // values or lists seen in each open list
-  std::vector<T> values_;
-  int depth_ = 0;                // lists open inside "instances"
-  int objects_ = 0;
-  int64_t rows_ = 0;
-  bool seen_ = false, expecting_ = false;
-};
-
-template <typename T>
-std::optional<af::Tensor> read(std::string_view body, const TensorSpec& input) {
-  InstancesReader<T> reader(std::vector<int64_t>(input.shape.dims().begin() + 1, input.shape.dims().end()));
-  if (!json::sax_parse(body.begin(), body.end(), &reader) || !reader.complete()) return std::nullopt;
-  std::vector<int64_t> dims{reader.rows()};
-  dims.insert(dims.end(), reader.row_dims().begin(), reader.row_dims().end());
-  af::Tensor t(input.dtype, af::Shape(dims));
-  if (static_cast<int64_t>(reader.values().size()) != t.num_elements()) return std::nullopt;
-  std::memcpy(t.raw_data(), reader.values().data(), reader.values().size() * sizeof(T));
-  return t;
-}
 #endif
 
 }  // namespace
 
 std::optional<af::Tensor> read_float_instances(std::string_view body, const TensorSpec& input) {
+#if AF_SERVE_SIMDJSON
   if (!input.shape.has_rank() || input.shape.rank() < 1) return std::nullopt;
   if (input.dtype == af::DType::f32) return read<float>(body, input);
   if (input.dtype == af::DType::f64) return read<double>(body, input);
+#else
+  (void)body;
+  (void)input;
+#endif
   return std::nullopt;
 }
 

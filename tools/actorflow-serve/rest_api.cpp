@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "echo.h"
 #include "tensor_json.h"
 
 namespace serve {
@@ -65,7 +66,7 @@ int http_status(const af::Status& s) {
 
 }  // namespace
 
-void RestApi::handle(const HttpRequest& req, Reply reply, const Post& post) {
+void RestApi::handle(HttpRequest req, Reply reply, const Post& post) {
   std::string path = req.target.substr(0, req.target.find('?'));
   if (path == "/metrics") {
     if (req.method != "GET") return reply(error_response(405, "/metrics takes GET"));
@@ -74,17 +75,17 @@ void RestApi::handle(const HttpRequest& req, Reply reply, const Post& post) {
                               "text/plain; version=0.0.4; charset=utf-8"});
   }
   Route route;
-  if (!parse_route(path, &route)) return reply(error_response(404, "no such path: " + path));
-  if (route.model != models_.name()) return reply(error_response(404, "Servable not found for request: model '" + route.model + "'"));
+  if (!parse_route(path, &route)) return reply(error_response(404, "no such path: " + echo(path, 256)));
+  if (route.model != models_.name()) return reply(error_response(404, "Servable not found for request: model '" + echo(route.model) + "'"));
   if (route.verb.empty() || route.verb == "metadata") {
-    if (req.method != "GET") return reply(error_response(405, path + " takes GET"));
+    if (req.method != "GET") return reply(error_response(405, echo(path, 256) + " takes GET"));
     return reply(route.verb.empty() ? model_status(route.version) : metadata(route.version));
   }
   if (route.verb == "predict") {
-    if (req.method != "POST") return reply(error_response(405, path + " takes POST"));
-    return predict(route.version, req.body, std::move(reply), post);
+    if (req.method != "POST") return reply(error_response(405, echo(path, 256) + " takes POST"));
+    return predict(route.version, std::move(req.body), std::move(reply), post);
   }
-  reply(error_response(404, "unknown method ':" + route.verb + "' (this server has :predict)"));
+  reply(error_response(404, "unknown method ':" + echo(route.verb) + "' (this server has :predict)"));
 }
 
 HttpResponse RestApi::model_status(int64_t version) const {
@@ -115,7 +116,7 @@ HttpResponse RestApi::metadata(int64_t version) const {
   return HttpResponse{200, dump(doc)};
 }
 
-void RestApi::predict(int64_t version, const std::string& body, Reply reply, const Post& post) {
+void RestApi::predict(int64_t version, std::string body, Reply reply, const Post& post) {
   // The request keeps this version alive until it is answered, whatever a swap does.
   auto m = models_.current();
   if (!m) return reply(error_response(503, "model '" + models_.name() + "' has no version loaded yet"));
@@ -123,7 +124,8 @@ void RestApi::predict(int64_t version, const std::string& body, Reply reply, con
     return reply(error_response(404, "version " + std::to_string(version) + " of model '" + models_.name() +
                                          "' is not being served (serving " + std::to_string(m->version) + ")"));
   auto in = parse_predict_request(body, TensorSpec{m->input_name, m->input_dtype, m->input_shape});
-  if (!in.ok()) return reply(error_response(400, in.status().message()));
+  std::string().swap(body);  // the values are in the tensor now; the step need not hold both
+  if (!in.ok()) return reply(error_response(http_status(in.status()), in.status().message()));
   bool columnar = in->columnar;
   batcher_.submit(std::move(m), std::move(in->tensor), [reply = std::move(reply), post, columnar](af::Result<af::Tensor> y) mutable {
     post([reply = std::move(reply), y = std::move(y), columnar] {

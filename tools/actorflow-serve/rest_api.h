@@ -4,7 +4,8 @@
 //   GET  /v1/models/NAME[/versions/N]/metadata   the signature
 //   POST /v1/models/NAME[/versions/N]:predict    row or columnar predict
 //   GET  /metrics                                 Prometheus text
-// Errors are {"error": "..."} with TF Serving's codes (400, 404, 405, 503).
+// Errors are {"error": "..."} with TF Serving's codes (400, 404, 405, 429, 503); what
+// they quote of the request is a short printable prefix (echo.h).
 #pragma once
 #include <functional>
 #include <string>
@@ -38,13 +39,14 @@ class RestApi {
 
   // Calls `reply` exactly once, on the request's own thread: at once, or through `post`
   // once a batched predict is done (its answer is written there too, so that the
-  // batch worker only runs steps).
-  void handle(const HttpRequest& req, Reply reply, const Post& post);
+  // batch worker only runs steps). The request is taken: its body is freed once read,
+  // before the step.
+  void handle(HttpRequest req, Reply reply, const Post& post);
 
  private:
   HttpResponse model_status(int64_t version) const;
   HttpResponse metadata(int64_t version) const;
-  void predict(int64_t version, const std::string& body, Reply reply, const Post& post);
+  void predict(int64_t version, std::string body, Reply reply, const Post& post);
 
   ModelManager& models_;
   Batcher& batcher_;

@@ -1,6 +1,7 @@
-// TF Serving's REST bodies <-> tensors, through nlohmann-json: the row ("instances") and
-// columnar ("inputs") forms of a predict request, checked against the model's input
-// spec, and the "predictions" / "outputs" of the answer.
+// TF Serving's REST bodies <-> tensors: the row ("instances") and columnar ("inputs")
+// forms of a predict request, checked against the model's input spec (read by
+// instances_reader.h's fast reader where it can, else by predict_reader.h's), and the
+// "predictions" / "outputs" of the answer (through nlohmann-json).
 #pragma once
 #include <string>
 #include <string_view>
