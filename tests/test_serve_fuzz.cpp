@@ -219,3 +219,253 @@ TEST_CASE("needs python3-sklearn: 1000 fuzzed requests get the right status and 
   CHECK(server.running());
   CHECK(server.terminate(std::chrono::seconds(30)) == 0);
 }
+
+namespace {
+
+// A fuzzed predict: its body and the status it must get (0: 200 or 400, as the
+// mutation happens to fall).
+struct Mutant {
+  std::string body;
+  int want = 0;
+  const char* what = "";
+};
+
+// Where the numbers of a generated body are: runs of number characters after '[', ',' or ' '.
+std::vector<std::pair<size_t, size_t>> number_spans(const std::string& s) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 1; i < s.size(); ++i) {
+    char c = s[i], before = s[i - 1];
+    if (!((c >= '0' && c <= '9') || c == '-') || !(before == '[' || before == ',' || before == ' ')) continue;
+    size_t j = i;
+    while (j < s.size() && std::strchr("0123456789-+.eE", s[j])) ++j;
+    out.emplace_back(i, j - i);
+    i = j;
+  }
+  return out;
+}
+
+class PredictFuzzer {
+ public:
+  PredictFuzzer(const std::vector<std::vector<float>>& rows, size_t max_body, uint64_t seed) : rng_(seed), max_body_(max_body) {
+    for (auto& r : rows) row_text_.push_back(json(r).dump());
+  }
+
+  int pick(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
+  // 1 to 1,000,000, about as many of each order of magnitude.
+  size_t depth() { return static_cast<size_t>(std::exp(std::uniform_real_distribution<double>(0, std::log(1e6))(rng_))); }
+
+  Mutant next() {
+    int form = pick(4);
+    int n = 1 + pick(3);
+    size_t first = static_cast<size_t>(pick(static_cast<int>(row_text_.size()) - 3));
+    std::string body = valid(form, first, static_cast<size_t>(n));
+    auto spans = number_spans(body);
+    auto at = spans[static_cast<size_t>(pick(static_cast<int>(spans.size())))];
+    auto replace_number = [&](const std::string& with) { body.replace(at.first, at.second, with); };
+    int op = pick(100);
+    if (op < 6) {  // a number spelled every way JSON allows: read as strtod reads it
+      static const char* kValid[] = {"1e-400", "-0", "-0.0", "0e0", "1E+2", "18446744073709551616", "-9223372036854775809",
+                                     "1.7976931348623157e308", "4.9e-324", "123456789012345678901234567890", "-1e-999999999999999999"};
+      replace_number(kValid[pick(11)]);
+      return {body, 200, "a valid number"};
+    }
+    if (op < 8) {  // past a double's range: refused, as the JSON parser refuses it
+      static const char* kHuge[] = {"1e309", "-1e309", "1e999999999999999999", "1.8e308"};
+      replace_number(kHuge[pick(4)]);
+      return {body, 400, "a number past a double's range"};
+    }
+    if (op < 10) {  // up to 308 nines are a double, 309 are past its range
+      size_t digits = 1 + static_cast<size_t>(pick(pick(2) ? 400 : 5000));
+      replace_number(std::string(digits, '9'));
+      return {body, digits <= 308 ? 200 : 400, "a long digit string"};
+    }
+    if (op < 16) {  // not JSON numbers
+      static const char* kInvalid[] = {"NaN", "nan", "Infinity", "-Infinity", "01", "1.", "+1", ".5", "-", "1e", "0x1F", "1e+", "--1", "1..2"};
+      replace_number(kInvalid[pick(14)]);
+      return {body, 400, "an invalid number"};
+    }
+    if (op < 24) {  // not a number where one belongs
+      static const char* kOther[] = {"\"abc\"", "\"\"", "\"\\u0000\"", "\"\\ud800\"", "\"\xff\xfe\"", "true", "false", "null", "{}", "[]",
+                                     "{\"x\": 1}", "[1]"};
+      if (pick(5) == 0) replace_number("\"" + std::string(static_cast<size_t>(1 + pick(256 * 1024)), static_cast<char>(pick(2) ? 'a' : 1)) + "\"");
+      else replace_number(kOther[pick(12)]);
+      return {body, 400, "not a number"};
+    }
+    if (op < 36) {  // nesting around a number, balanced or not
+      size_t d = 1 + depth();
+      if (pick(4) == 0) replace_number(std::string(d, '['));
+      else replace_number(std::string(d, '[') + body.substr(at.first, at.second) + std::string(d, ']'));
+      return {body, 400, "a nested number"};
+    }
+    if (op < 42) {  // nesting around a whole row, or as the rows
+      size_t d = depth();
+      size_t open = body.rfind('[', at.first), close = body.find(']', at.first);
+      if (pick(2)) body.replace(open, close + 1 - open, std::string(d, '[') + body.substr(open, close + 1 - open) + std::string(d, ']'));
+      else body = std::string(form < 2 ? "{\"instances\": " : "{\"inputs\": ") + std::string(d, '[') + std::string(d, ']') + "}";
+      return {body, 400, "nested rows"};
+    }
+    if (op < 48) {  // nesting in a key the reader skips or in signature_name
+      size_t d = depth();
+      bool sig = pick(2);
+      body.insert(1, std::string(sig ? "\"signature_name\": " : "\"extra\": ") + std::string(d, '[') + std::string(d, ']') + ", ");
+      // The body's object is one level; 99 lists in it are the most that may be skipped.
+      return {body, sig || d > 99 ? 400 : 200, "nesting in another key"};
+    }
+    if (op < 54) {  // empty lists
+      size_t open = body.rfind('[', at.first), close = body.find(']', at.first);
+      int how = pick(3);
+      if (how == 0) body.replace(open, close + 1 - open, "[]");
+      else if (how == 1) body = form < 2 ? "{\"instances\": []}" : "{\"inputs\": []}";
+      else body = form < 2 ? "{\"instances\": [[]]}" : "{\"inputs\": [[]]}";
+      return {body, 400, "empty lists"};
+    }
+    if (op < 60) {  // ragged: a row one value short or long
+      if (pick(2)) {
+        size_t from = at.first, len = at.second;
+        if (body[from + len] == ',') ++len;
+        else if (body[from - 1] == ',') --from, ++len;
+        body.erase(from, len);
+      } else {
+        body.insert(at.first, body.substr(at.first, at.second) + ",");
+      }
+      return {body, 400, "a ragged row"};
+    }
+    if (op < 61) {  // many rows, around the body limit
+      size_t want = static_cast<size_t>(std::uniform_real_distribution<double>(0.5, 1.15)(rng_) * static_cast<double>(max_body_));
+      std::string big = form < 2 ? "{\"instances\": [" : "{\"inputs\": [";
+      for (size_t i = 0; big.size() < want; ++i) big += (i ? "," : "") + row_text_[i % row_text_.size()];
+      big += "]}";
+      return {big, big.size() > max_body_ ? 413 : 200, "many rows"};
+    }
+    if (op < 76) {  // bytes flipped, cut, dropped or added
+      for (int k = 0, edits = 1 + pick(4); k < edits && !body.empty(); ++k) {
+        size_t i = static_cast<size_t>(pick(static_cast<int>(body.size())));
+        switch (pick(4)) {
+          case 0: body[i] = static_cast<char>(pick(256)); break;
+          case 1: body.resize(i); break;
+          case 2: body.erase(i, static_cast<size_t>(1 + pick(16))); break;
+          default: body.insert(i, 1, "[]{},:\"0-e \\"[pick(12)]); break;
+        }
+      }
+      return {body, 0, "bytes changed"};
+    }
+    if (op < 84) {  // the keys: swapped, misspelt, repeated, both
+      int how = pick(4);
+      size_t q = body.find('"', 1), e = body.find('"', q + 1);
+      if (how == 0) {
+        body.replace(q + 1, e - q - 1, form < 2 ? "inputs" : "instances");
+        return {body, 0, "instances and inputs swapped"};
+      }
+      if (how == 1) {
+        body.replace(q + 1, e - q - 1, pick(2) ? "instance" : "");
+        return {body, 400, "a misspelt key"};
+      }
+      std::string again = valid(form, first, 1);
+      if (how == 2) {  // the same key twice: the last counts
+        body = body.substr(0, body.size() - 1) + ", " + again.substr(1);
+        return {body, 200, "a repeated key"};
+      }
+      std::string other = valid(form < 2 ? 2 : 0, first, 1);
+      body = body.substr(0, body.size() - 1) + ", " + other.substr(1);
+      return {body, 400, "both instances and inputs"};
+    }
+    // signature_name: right, empty, wrong, long, not a string
+    static const char* kSig[] = {"\"serving_default\"", "\"\"", "\"predict\"", "5", "null", "[\"serving_default\"]", "{}"};
+    int s = pick(8);
+    std::string sig = s < 7 ? kSig[s] : "\"" + std::string(static_cast<size_t>(1 + pick(512 * 1024)), 's') + "\"";
+    body.insert(1, "\"signature_name\": " + sig + ", ");
+    return {body, s < 2 ? 200 : 400, "signature_name"};
+  }
+
+ private:
+  // Rows first.. in one of the four forms: rows, named rows, columnar, named columnar.
+  std::string valid(int form, size_t first, size_t n) {
+    std::string list;
+    for (size_t i = first; i < first + n; ++i) {
+      if (i > first) list += ", ";
+      list += form == 1 ? "{\"x\": " + row_text_[i] + "}" : row_text_[i];
+    }
+    if (form < 2) return "{\"instances\": [" + list + "]}";
+    if (form == 2) return "{\"inputs\": [" + list + "]}";
+    return "{\"inputs\": {\"x\": [" + list + "]}}";
+  }
+
+  std::mt19937_64 rng_;
+  size_t max_body_;
+  std::vector<std::string> row_text_;
+};
+
+}  // namespace
+
+TEST_CASE("needs python3-sklearn: 10,000 predicts mutated from valid ones get 200 or a short JSON error, and the server lives on") {
+  need_serving();
+  TempDir work("mutants");
+  fs::path base = work.path / "model";
+  train_and_export(work.path, base, 1, 9);
+  auto rows = feature_rows();
+  constexpr size_t kMaxBody = 4u << 20;
+  ServeProcess server({"--model_name", "cancer", "--model_base_path", base.string(), "--max_body_bytes", std::to_string(kMaxBody),
+                       "--access_log=false"});
+  REQUIRE_MESSAGE(server.started(), server.log());
+  const int port = server.port();
+  const std::string predict = "/v1/models/cancer:predict";
+  auto ref = http_call(port, "POST", predict, instances_body(rows, 0, 20));
+  REQUIRE(ref.status == 200);
+  for (int i = 0; i < 20; ++i) REQUIRE(http_call(port, "POST", predict, instances_body(rows, 0, 1 + i)).status == 200);
+  long rss_start = server.rss_kb();
+
+  PredictFuzzer fuzz(rows, kMaxBody, 20240611);
+  auto t0 = std::chrono::steady_clock::now();
+  std::map<int, int> codes;
+  constexpr int kRequests = 10000;
+  for (int i = 0; i < kRequests; ++i) {
+    Mutant m = fuzz.next();
+    Reply r;
+    if (i % 100 == 99) {
+      // Sizes at and past the limits, as the header announces them.
+      static const char* kLengths[] = {"18446744073709551615", "18446744073709551616", "99999999999999999999999", "4194305", "-1"};
+      std::string length = kLengths[fuzz.pick(5)];
+      r.status = raw_status(port, "POST " + predict + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + "\r\n\r\n{\"instances\": [[");
+      INFO("request " << i << ": Content-Length " << length);
+      CHECK((r.status == 400 || r.status == 413));
+      ++codes[r.status];
+      continue;
+    }
+    r = http_call(port, "POST", predict, m.body);
+    ++codes[r.status];
+    INFO("request " << i << " (" << std::string(m.what) << ", " << m.body.size() << " bytes): " << m.body.substr(0, 160) << " -> " << r.status << " "
+                    << r.body.substr(0, 300) << r.error);
+    if (m.want) CHECK(r.status == m.want);
+    else CHECK((r.status == 200 || r.status == 400));
+    if (r.status == 200) {
+      auto doc = r.doc();
+      CHECK((doc.is_object() && ((doc.contains("predictions") && doc["predictions"].is_array()) ||
+                                 (doc.contains("outputs") && doc["outputs"].is_array()))));
+    } else {
+      auto doc = r.doc();
+      CHECK((doc.is_object() && doc.contains("error") && doc["error"].is_string()));
+      CHECK(r.body.size() < 4096);  // what the client sent is not echoed back whole
+    }
+    if (r.status == 0) REQUIRE_MESSAGE(server.running(), server.log());
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string seen;
+  for (auto& [code, n] : codes) seen += std::to_string(code) + ": " + std::to_string(n) + " ";
+  // Still serving, with the same answers, and memory back near where it started.
+  REQUIRE(server.running());
+  auto after = http_call(port, "POST", predict, instances_body(rows, 0, 20));
+  REQUIRE(after.status == 200);
+  CHECK(after.body == ref.body);
+  long rss_end = server.rss_kb();
+  MESSAGE(kRequests << " fuzzed requests in " << seconds << " s (" << seen << "); server RSS " << rss_start << " kB before, " << rss_end
+                    << " kB after");
+  CHECK(codes[200] > kRequests / 10);
+  CHECK(codes[400] > kRequests / 10);
+#ifdef __SANITIZE_ADDRESS__
+  constexpr long kSlackKiB = 256 * 1024 + 64 * 1024;  // ASan's quarantine of freed blocks
+#else
+  constexpr long kSlackKiB = 64 * 1024;
+#endif
+  CHECK(rss_end - rss_start <= kSlackKiB);
+  CHECK(server.terminate(std::chrono::seconds(30)) == 0);
+}

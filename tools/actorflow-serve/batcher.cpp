@@ -38,8 +38,16 @@ void Batcher::submit(std::shared_ptr<const LoadedModel> model, af::Tensor x, Don
   }
   bool wake_idle, wake_collector;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t room = options_.max_enqueued_batches * options_.max_batch_size;
+    if (!queue_.empty() && queued_rows_ + x.dim(0) > room) {
+      lock.unlock();
+      metrics_.record_queue_full();
+      return done(af::resource_exhausted("the batch queue is full (" + std::to_string(options_.max_enqueued_batches) + " batches of " +
+                                         std::to_string(options_.max_batch_size) + " rows, --max_enqueued_batches); try again later"));
+    }
     queued_rows_ += x.dim(0);
+    metrics_.record_queue_rows(queued_rows_);
     queue_.push_back(Task{std::move(model), std::move(x), std::move(done), std::chrono::steady_clock::now()});
     // Wake only whom the task concerns: the collector once its batch is full (not per
     // arrival: each wake costs a context switch), an idle worker when none collects.

@@ -34,6 +34,11 @@ struct BatchOptions {
   // that contend for those cores (in-process, two one-row callers on 2 cores make 0.6x
   // the predicts of one).
   int threads = 1;
+  // The queue holds at most this many batches' rows (max_batch_size each, the open batch
+  // included); a request that does not fit is refused with resource_exhausted (HTTP
+  // 429), as TF Serving's batch scheduler refuses a task when its queue is full. A
+  // request is taken whatever its size while the queue is empty.
+  int64_t max_enqueued_batches = 10;
 };
 
 class Batcher {
@@ -45,7 +50,7 @@ class Batcher {
   Batcher& operator=(const Batcher&) = delete;
 
   // `done` is called once with x's predictions (or the step's error): before submit
-  // returns without batching, on a batch worker with it.
+  // returns without batching or when the queue is full, on a batch worker otherwise.
   void submit(std::shared_ptr<const LoadedModel> model, actorflow::Tensor x, Done done);
 
  private:

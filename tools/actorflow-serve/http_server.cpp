@@ -31,7 +31,10 @@ struct Shared {
   RestApi& api;
   Metrics& metrics;
   std::atomic<bool> draining{false};
-  std::atomic<int64_t> in_flight{0};
+  std::atomic<int64_t> in_flight{0};  // from the request read (or refused) to its answer written
+  // Admitted requests and the body bytes their headers announced (see HttpOptions).
+  std::atomic<int64_t> admitted{0};
+  std::atomic<uint64_t> admitted_bytes{0};
   std::function<void()> drained;  // called when draining and the last request is answered
   std::mutex log_mu;
 };
@@ -43,6 +46,9 @@ std::string loggable(std::string_view s) {
   if (s.size() > 256) out += "...";
   return out;
 }
+
+// What a refused request's client may still send is read and dropped up to this.
+constexpr size_t kLingerBytes = 64u << 20;
 
 // Compares in time independent of where the first difference is.
 bool same_token(std::string_view a, std::string_view b) {
@@ -59,6 +65,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     peer_ = ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
+  ~Connection() { release(); }
+
   void start() { net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Connection::read, shared_from_this())); }
 
  private:
@@ -70,11 +78,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&Connection::on_header, shared_from_this()));
   }
 
-  // The header alone first: a body over the limit is refused before it is read, and a
+  // The header alone first: a body over the limit, a request without the token and one
+  // past admission's bounds are refused before the body is read (a client may announce
+  // 16 MiB and send it slowly: read first, 20 of them held 330 MB before any 401), and a
   // client that asks "Expect: 100-continue" (curl, for bodies over 1 MiB) is told to go on
   // rather than left waiting a second for permission.
   void on_header(beast::error_code ec, std::size_t) {
     if (failed(ec)) return;
+    auto& req = parser_->get();
+    if (!authorized(req)) {
+      begin(std::string(req.method_string()), std::string(req.target()), req.version());
+      // A short linger: an unknown client's body is not worth reading for long.
+      return respond(error_response(401, "this server wants 'Authorization: Bearer <token>'"), 1u << 20);
+    }
+    if (!admit()) {
+      begin(std::string(req.method_string()), std::string(req.target()), req.version());
+      sh_.metrics.record_overload();
+      return respond(error_response(429, "too many requests in flight (--max_in_flight_requests " +
+                                             std::to_string(sh_.options.max_in_flight_requests) + ", --max_in_flight_bytes " +
+                                             std::to_string(sh_.options.max_in_flight_bytes) + "); try again later"),
+                     kLingerBytes);
+    }
     auto self = shared_from_this();
     auto body = [self] { http::async_read(self->stream_, self->buffer_, *self->parser_, beast::bind_front_handler(&Connection::on_read, self)); };
     if (!beast::iequals(parser_->get()[http::field::expect], "100-continue") || parser_->is_done()) return body();
@@ -98,12 +122,44 @@ class Connection : public std::enable_shared_from_this<Connection> {
           parser_->is_header_done() ? std::string(parser_->get().target()) : "-", 11);
     if (ec == http::error::body_limit)
       respond(error_response(413, "the body is over --max_body_bytes (" + std::to_string(sh_.options.max_body_bytes) + " bytes)"),
-              /*linger=*/true);
+              kLingerBytes);
     else if (ec == http::error::header_limit)
-      respond(error_response(431, "the request's header is too large"), true);
+      respond(error_response(431, "the request's header is too large"), kLingerBytes);
     else
-      respond(error_response(400, "malformed HTTP request: " + ec.message()), true);
+      respond(error_response(400, "malformed HTTP request: " + ec.message()), kLingerBytes);
     return true;
+  }
+
+  bool authorized(const http::request<http::string_body>& req) const {
+    if (sh_.options.auth_token.empty()) return true;
+    auto field = req[http::field::authorization];
+    std::string_view auth(field.data(), field.size());
+    return auth.size() >= 7 && beast::iequals(beast::string_view(auth.data(), 7), "Bearer ") && same_token(auth.substr(7), sh_.options.auth_token);
+  }
+
+  // Counts the request in flight, with the body bytes its header announces; false (and
+  // nothing counted) when that would pass a bound.
+  bool admit() {
+    uint64_t bytes = 0;
+    if (auto n = parser_->content_length()) bytes = *n;
+    else if (parser_->chunked()) bytes = sh_.options.max_body_bytes;
+    int64_t n = ++sh_.admitted;
+    uint64_t b = sh_.admitted_bytes += bytes;
+    if (n > sh_.options.max_in_flight_requests || (n > 1 && b > sh_.options.max_in_flight_bytes)) {
+      --sh_.admitted;
+      sh_.admitted_bytes -= bytes;
+      return false;
+    }
+    admitted_ = true;
+    admitted_bytes_ = bytes;
+    return true;
+  }
+  // Once the answer is ready to write, or the connection is gone.
+  void release() {
+    if (!admitted_) return;
+    admitted_ = false;
+    --sh_.admitted;
+    sh_.admitted_bytes -= admitted_bytes_;
   }
 
   void on_read(beast::error_code ec, std::size_t) {
@@ -111,18 +167,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto& req = parser_->get();
     begin(std::string(req.method_string()), std::string(req.target()), req.version());
     keep_alive_ = req.keep_alive();
-    if (!sh_.options.auth_token.empty()) {
-      auto field = req[http::field::authorization];
-      std::string_view auth(field.data(), field.size());
-      if (auth.size() < 7 || !beast::iequals(beast::string_view(auth.data(), 7), "Bearer ") || !same_token(auth.substr(7), sh_.options.auth_token))
-        return respond(error_response(401, "this server wants 'Authorization: Bearer <token>'"));
-    }
     HttpRequest r{method_, target_, std::move(req.body())};
     auto self = shared_from_this();
     // The API replies on this connection's strand (through `post` when from a batch
     // worker), so the answer is written right away.
     sh_.api.handle(
-        r, [self](HttpResponse resp) { self->respond(std::move(resp)); },
+        std::move(r), [self](HttpResponse resp) { self->respond(std::move(resp)); },
         [self](std::function<void()> task) { net::dispatch(self->stream_.get_executor(), std::move(task)); });
   }
 
@@ -137,8 +187,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // `linger`: the client may still be sending a body we will not read; stop sending,
-  // then swallow what it sends for a while, so that it sees our answer rather than a reset.
-  void respond(HttpResponse r, bool linger = false) {
+  // then swallow (into a fixed buffer) up to that many bytes of what it sends for a
+  // while, so that it sees our answer rather than a reset.
+  void respond(HttpResponse r, size_t linger = 0) {
     auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), version_);
     res->set(http::field::server, "actorflow-serve");
     res->set(http::field::content_type, r.content_type);
@@ -152,13 +203,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Counted before the write: a client that has read its answer then finds it in /metrics.
     seconds_ = std::chrono::duration<double>(Clock::now() - started_).count();
     sh_.metrics.record_request(status_, seconds_);
+    // And out of admission's count: a client that has its answer may send the next
+    // request at once (the write's completion runs later, perhaps after that request).
+    release();
     stream_.expires_after(std::chrono::milliseconds(sh_.options.read_timeout_ms));
     http::async_write(stream_, *res, [self = shared_from_this(), res, keep, linger](beast::error_code ec, std::size_t) {
       self->on_write(ec, keep, linger);
     });
   }
 
-  void on_write(beast::error_code ec, bool keep, bool linger) {
+  void on_write(beast::error_code ec, bool keep, size_t linger) {
     double seconds = seconds_;
     if (sh_.options.access_log) {
       std::time_t now = std::time(nullptr);
@@ -171,26 +225,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (--sh_.in_flight == 0 && sh_.draining) sh_.drained();
     if (ec) return close();
-    if (linger) return start_linger();
+    if (linger) return start_linger(linger);
     if (!keep) return close();
     read();
   }
 
-  void start_linger() {
+  void start_linger(size_t limit) {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(std::chrono::seconds(2));
-    linger_more();
+    linger_more(limit);
   }
-  void linger_more() {
-    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  void linger_more(size_t limit) {
+    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this(), limit](beast::error_code ec, std::size_t n) {
       self->lingered_ += n;
-      if (ec || self->lingered_ > (64u << 20)) return self->close();
-      self->linger_more();
+      if (ec || self->lingered_ > limit) return self->close();
+      self->linger_more(limit);
     });
   }
 
   void close() {
+    release();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -209,6 +264,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point started_;
   std::array<char, 16384> discard_;
   size_t lingered_ = 0;
+  bool admitted_ = false;
+  uint64_t admitted_bytes_ = 0;
 };
 
 }  // namespace
@@ -244,8 +301,10 @@ struct HttpServer::Impl {
     });
   }
 
-  net::io_context ioc;
+  // Before the io_context: destroying it destroys the handlers still queued, and with
+  // them connections that give their admission back to `shared`.
   Shared shared;
+  net::io_context ioc;
   tcp::acceptor acceptor;
   net::signal_set signals;
   net::steady_timer drain_timer, retry_timer;

@@ -67,6 +67,13 @@ std::string Metrics::render(const std::string& model_name, int64_t loaded_versio
   out += "# HELP actorflow_serve_predict_requests_total Predict requests those steps answered.\n";
   out += "# TYPE actorflow_serve_predict_requests_total counter\n";
   out += "actorflow_serve_predict_requests_total " + std::to_string(batched_requests_) + "\n";
+  out += "# HELP actorflow_serve_rejected_requests_total Requests refused with 429 before their step, by reason.\n";
+  out += "# TYPE actorflow_serve_rejected_requests_total counter\n";
+  out += "actorflow_serve_rejected_requests_total{reason=\"batch_queue_full\"} " + std::to_string(queue_full_.load()) + "\n";
+  out += "actorflow_serve_rejected_requests_total{reason=\"in_flight\"} " + std::to_string(overloaded_.load()) + "\n";
+  out += "# HELP actorflow_serve_batch_queue_peak_rows The most rows the batch queue has held at once.\n";
+  out += "# TYPE actorflow_serve_batch_queue_peak_rows gauge\n";
+  out += "actorflow_serve_batch_queue_peak_rows " + std::to_string(queue_peak_rows_.load()) + "\n";
   out += "# HELP actorflow_serve_model_version The version of the model answering; 0 while none is loaded.\n";
   out += "# TYPE actorflow_serve_model_version gauge\n";
   out += "actorflow_serve_model_version{model=\"" + model_name + "\"} " + std::to_string(loaded_version) + "\n";

@@ -1,6 +1,7 @@
 // The server's counters, rendered in Prometheus's text exposition format (version 0.0.4)
 // at GET /metrics: requests by status code, a latency histogram, the rows of each
-// session step (the batch sizes), the steps themselves and the version loaded.
+// session step (the batch sizes), the steps themselves, the version loaded, and what
+// admission control refused (429s by reason, the batch queue's high-water mark).
 #pragma once
 #include <array>
 #include <atomic>
@@ -16,6 +17,15 @@ class Metrics {
   void record_request(int status, double seconds);
   // One session step that predicted `rows` rows for `requests` requests.
   void record_step(int64_t rows, int64_t requests);
+  // A request refused with 429: the batch queue was full, or too many requests (or
+  // bytes) were in flight.
+  void record_queue_full() { queue_full_.fetch_add(1); }
+  void record_overload() { overloaded_.fetch_add(1); }
+  // The batch queue now holds `rows` rows.
+  void record_queue_rows(int64_t rows) {
+    for (int64_t peak = queue_peak_rows_.load(); rows > peak && !queue_peak_rows_.compare_exchange_weak(peak, rows);) {
+    }
+  }
   // `loaded_version` is 0 while no version is loaded.
   std::string render(const std::string& model_name, int64_t loaded_version) const;
 
@@ -40,6 +50,7 @@ class Metrics {
   Histogram<kLatencyBounds.size()> latency_;
   Histogram<kBatchBounds.size()> batch_rows_;
   std::atomic<int64_t> steps_{0};
+  std::atomic<int64_t> queue_full_{0}, overloaded_{0}, queue_peak_rows_{0};
   uint64_t batched_requests_ = 0;
 };
 
