@@ -38,6 +38,10 @@ tf_config    the cluster from TF_CONFIG exactly as Kubeflow's TFJob sets it.
 no_token     without ACTORFLOW_TOKEN a task fails at once saying how to set it.
 fashion      Fashion-MNIST MLP, 1 ps + 2 async workers, the single process's 10 epochs:
              test accuracy >= 0.88.
+scale_sync / scale_async / scale_ssp
+             2 ps + 12 workers of the lr model, every task at once but ps 0 two seconds
+             late: all 14 exit 0 (a ps answering 12 workers once held the chief's answers
+             behind the workers' waiting steps, and sync training stalled a minute a step).
 
 Ports are free loopback ports found by binding port 0. Every process carries the case's
 temporary folder in its command line; the case kills any that is left and fails.
@@ -507,6 +511,23 @@ def case_ssp(samples, tmp):
         c.kill_all()
 
 
+def case_scale(samples, tmp, mode):
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
+    c, names = seeds(samples, "cancer_classifier", tmp, 2, 12,
+                     ["--model", "lr", "--epoch_number", "20", "--sync_mode", mode], env=env, late=["ps0"])
+    try:
+        r = finish(c, names, 240)
+        print("chief:", r, flush=True)
+        check(r.get("sync_mode") == mode and r.get("workers") == "12", f"the chief's RESULT does not say {mode}, 12 workers")
+        # Sync takes one step per 12 batches (40 in all): well above chance (0.63), not the
+        # async figure.
+        check(float(r.get("test_accuracy", 0)) >= 0.8, f"{mode}: test accuracy {r.get('test_accuracy')} < 0.8")
+        for i in range(2):
+            check(result(c.output(f"ps{i}")).get("stopped_by") == "chief", f"ps{i} was not stopped by the chief")
+    finally:
+        c.kill_all()
+
+
 def case_tf_config(samples, tmp):
     ports = free_ports(3)
     cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"]}
@@ -575,6 +596,9 @@ CASES = {
     "tf_config": case_tf_config,
     "no_token": case_no_token,
     "fashion": case_fashion,
+    "scale_sync": lambda s, t: case_scale(s, t, "sync"),
+    "scale_async": lambda s, t: case_scale(s, t, "async"),
+    "scale_ssp": lambda s, t: case_scale(s, t, "ssp"),
 }
 
 

@@ -36,6 +36,9 @@ namespace actorflow::net {
 namespace {
 
 constexpr size_t kMaxLogLineBytes = 16384;
+// Steps in flight beyond this many wait in a queue for their answer (a safety bound:
+// a cluster's workers keep one or two steps each in flight).
+constexpr int kMaxStepWaiters = 4096;
 // When accepting fails for want of descriptors or memory, the pending connection stays
 // queued and the next accept fails at once: wait this long before trying again, and say
 // so at most once per interval.
@@ -70,6 +73,11 @@ struct NodeDaemon::Impl {
   uint64_t accept_failures = 0;  // since the last line about them
   std::thread io_thread;
   std::unique_ptr<WorkerPool> pool;
+  // Threads that wait for partition steps to end and answer them: one per step in flight.
+  // A step's kernels run on its executor's threads, not these; with a fixed number of
+  // waiters, a ps serving more workers than it had threads queued the chief's answer (and
+  // new registrations) behind workers' steps that waited for the chief's next step.
+  std::unique_ptr<WorkerPool> waiters;
   std::unique_ptr<WorkerService> service;
   // Graphs cut over several daemons: the connections to the other daemons, and the
   // partitions registered here.
@@ -254,7 +262,7 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
       answered_inline = true;
       finish();
     } else {
-      pool->post(std::move(finish));
+      waiters->post(std::move(finish));
     }
   } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
     auto answer = [this, id, c](const RunStepMsg& s, StepDoneMsg done) {
@@ -295,8 +303,9 @@ void NodeDaemon::Impl::shutdown() {
     acceptor.close(ec);
     accept_backoff.cancel();
   });
-  int in_flight = pool->busy();
-  bool drained = pool->drain(t0 + std::chrono::milliseconds(opts.drain_timeout_ms));
+  int in_flight = pool->busy() + waiters->busy();
+  bool drained = pool->drain(t0 + std::chrono::milliseconds(opts.drain_timeout_ms)) &&
+                 waiters->drain(t0 + std::chrono::milliseconds(opts.drain_timeout_ms));
   // As the connections close below: this process's sessions start no more steps here.
   local->shut();
   // Each drained step's StepDone is queued on its connection; close after writing it.
@@ -320,6 +329,7 @@ void NodeDaemon::Impl::shutdown() {
   io.stop();
   if (io_thread.joinable()) io_thread.join();
   pool->stop();
+  waiters->stop();
   conns.clear();
   log("shutdown: " + std::to_string(n) + " connection(s) closed, " + std::to_string(in_flight) +
       " step(s) or graph release(s) in flight " + (drained ? "drained" : "NOT drained within the drain timeout") + ", " +
@@ -428,9 +438,10 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   impl->peers->set_connection_options(dial);
   impl->partitions = std::make_unique<PartitionService>(where, *impl->peers);
   impl->pool = std::make_unique<WorkerPool>(opts.worker_threads);
+  impl->waiters = std::make_unique<WorkerPool>(1, kMaxStepWaiters);
   impl->accept();
   Impl* raw = impl.get();
-  impl->local = std::make_shared<LocalDaemon>(where, *impl->partitions, *impl->pool, impl->steps_run,
+  impl->local = std::make_shared<LocalDaemon>(where, *impl->partitions, *impl->waiters, impl->steps_run,
                                               [raw](const std::string& line) { raw->log(line); });
   publish_local_daemon(opts.host, impl->port, impl->local);
   auto spin = opts.spin_us < 0 ? default_spin_budget() : std::chrono::microseconds(opts.spin_us);

@@ -24,8 +24,8 @@ class WorkerPool;
 class LocalDaemon {
  public:
   using Clock = std::chrono::steady_clock;
-  // `partitions` and `pool` are the daemon's; they outlive every call, since the daemon
-  // calls shut() before freeing them.
+  // `partitions` and `pool` are the daemon's (`pool` the threads that wait for partition
+  // steps); they outlive every call, since the daemon calls shut() before freeing them.
   LocalDaemon(std::string task, PartitionService& partitions, WorkerPool& pool, std::atomic<int64_t>& steps_run,
               std::function<void(const std::string&)> log);
 

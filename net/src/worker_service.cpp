@@ -10,8 +10,11 @@ namespace actorflow::net {
 
 // ---- WorkerPool ----
 
-WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { loop(); });
+WorkerPool::WorkerPool(int threads, int max_threads) {
+  threads = std::max(1, threads);
+  max_threads_ = static_cast<size_t>(std::max(threads, max_threads));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
 }
 
 WorkerPool::~WorkerPool() { stop(); }
@@ -20,6 +23,8 @@ void WorkerPool::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(std::move(job));
+    if (!stopping_ && static_cast<size_t>(idle_) < jobs_.size() && threads_.size() < max_threads_)
+      threads_.emplace_back([this] { loop(); });
   }
   cv_.notify_one();
 }
@@ -35,8 +40,10 @@ void WorkerPool::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  // No thread is added once stopping_ is set: the vector holds still.
   for (auto& t : threads_)
     if (t.joinable()) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
   threads_.clear();
 }
 
@@ -48,7 +55,9 @@ int WorkerPool::busy() const {
 void WorkerPool::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    ++idle_;
     cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    --idle_;
     if (jobs_.empty()) return;  // stopping, and nothing left
     auto job = std::move(jobs_.front());
     jobs_.pop_front();

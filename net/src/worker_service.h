@@ -24,10 +24,12 @@
 
 namespace actorflow::net {
 
-// A fixed set of threads running queued jobs; drain() waits for the queue to empty.
+// Threads running queued jobs; drain() waits for the queue to empty. With `max_threads`
+// above `threads`, a job posted while no thread is idle gets a new thread, up to that many
+// (threads that only wait for something else to happen need no cap of their own).
 class WorkerPool {
  public:
-  explicit WorkerPool(int threads);
+  explicit WorkerPool(int threads, int max_threads = 0);
   ~WorkerPool();
   void post(std::function<void()> job);
   // Waits until no job is queued or running, or the deadline passes; true when idle.
@@ -43,6 +45,8 @@ class WorkerPool {
   std::condition_variable idle_cv_;
   std::deque<std::function<void()>> jobs_;
   int running_ = 0;
+  int idle_ = 0;
+  size_t max_threads_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
                "network no one else can reach");
   app.add_option("--max_message_bytes", opts.max_message_bytes, "largest frame accepted from an authenticated peer")
       ->capture_default_str();
-  app.add_option("--worker_threads", opts.worker_threads, "threads running steps")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--worker_threads", opts.worker_threads, "threads running whole-graph steps, registrations and releases (partition steps each have a waiting thread of their own)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--spin_us", opts.spin_us,
                  "after answering a step from the io thread, poll for the client's next frame this many "
                  "microseconds before sleeping (-1: AF_NET_SPIN_US, else 50; 0: never)")

@@ -39,7 +39,9 @@ struct DaemonOptions {
   std::string tls_cert, tls_key, tls_ca;
   // The largest frame accepted after authentication (--max_message_bytes).
   uint64_t max_message_bytes = uint64_t{2} << 30;
-  // Threads running steps; steps beyond this wait in a queue.
+  // Threads running whole-graph steps, registrations and releases; those beyond this wait
+  // in a queue. A partition step runs on its executor's threads, and each in flight has a
+  // thread of its own that waits for its end and answers it.
   int worker_threads = 8;
   // A Heartbeat goes to every idle peer this often; a peer silent for idle_timeout_ms
   // (--peer_timeout_ms; at least twice heartbeat_ms) is dropped and its graphs freed.
