@@ -15,6 +15,7 @@
 #include "../net/src/frame.h"
 #include "../net/src/frame_messages.h"
 #include "../net/src/handshake.h"
+#include "loopback_socket.h"
 
 namespace aftnet {
 
@@ -23,20 +24,7 @@ namespace an = actorflow::net;
 
 struct Socket {
   int fd = -1;
-  explicit Socket(int port) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{2, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
+  explicit Socket(int port) : fd(aft::connect_loopback(port, 2)) {}
   ~Socket() {
     if (fd >= 0) ::close(fd);
   }

@@ -6,8 +6,11 @@
 
 #include <unistd.h>
 
+#include <actorflow/actorflow.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +59,35 @@ struct ScopedEnv {
   const char* name_;
   std::string old_;
   bool had_ = false;
+};
+
+// A client of the daemon at `target` whose one-node steps (y = 3x) must go on running
+// while a test attacks that daemon.
+class Bystander {
+ public:
+  explicit Bystander(const std::string& target) {
+    x_ = actorflow::placeholder(g_, actorflow::f32, {-1}, "x");
+    y_ = x_ * 3.0;
+    auto s = actorflow::Session::create(g_, target);
+    if (s.ok()) sess_.emplace(std::move(s).value());
+    else error_ = s.status();
+  }
+  // OK when a step on `values` answers three times them.
+  actorflow::Status step(std::vector<float> values) {
+    if (!sess_) return error_;
+    auto out = sess_->run({y_}, {{x_, actorflow::Tensor::from_vector<float>(values)}});
+    if (!out.ok()) return out.status();
+    for (float& v : values) v *= 3;
+    if (!(*out)[0].equals(actorflow::Tensor::from_vector<float>(values)))
+      return actorflow::internal_error("the step answered a wrong value");
+    return actorflow::Status::OK();
+  }
+
+ private:
+  actorflow::Graph g_;
+  actorflow::Output x_, y_;
+  std::optional<actorflow::Session> sess_;
+  actorflow::Status error_;
 };
 
 // Three daemons started with the same flags, named as tasks worker 0, worker 1 and ps 0.

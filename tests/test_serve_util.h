@@ -32,6 +32,7 @@
 
 #include "child_process.h"
 #include "interop/skip.h"
+#include "loopback_socket.h"
 #include "trainer.h"
 
 extern char** environ;
@@ -182,22 +183,7 @@ inline Reply http_call(int port, const std::string& method, const std::string& t
 }
 
 // A plain socket with 5 s send and receive timeouts, connected to 127.0.0.1:port; -1 on failure.
-inline int connect_raw(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+inline int connect_raw(int port) { return aft::connect_loopback(port, 5); }
 
 // Everything the server sends until it closes (or 5 s pass without a byte).
 inline std::string read_all(int fd) {
