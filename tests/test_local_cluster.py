@@ -438,7 +438,7 @@ def check_sbatch(path):
             srun = [l for l in r.stdout.splitlines() if l.startswith("SRUN ")]
             check(len(srun) == 1 and srun[0].endswith(" TOKEN=" + token) and len(token) >= 32,
                   f"srun did not run once with the file's token: {srun}")
-            check(srun and f"{program} --num_ps 2 --base_port 2222 --sync_mode async" in srun[0],
+            check(srun and f"{program} --num_ps 2 --base_port 2222 --trusted_network --sync_mode async" in srun[0],
                   f"srun's command: {srun}")
             os.chmod(token_file, 0o644)
             r = subprocess.run(["bash", path], env=env, capture_output=True, text=True, cwd=c.dir, timeout=60)
