@@ -190,6 +190,13 @@ inline Model build_model() {
   raw("GatherGrad", {af::gather(w, idx), idx, w}, {{"axis", int64_t{0}}});
   raw("GatherGradValues", {af::gather(w, idx), idx});
   raw("ProdOfOthers", {y}, {{"axes", af::AttrValue::Ints{1}}});
+  // The data-flow ops of a lookup across shards: rows split by shard and stitched back.
+  {
+    auto shard_of = af::cast(idx, af::i32);
+    auto rows = af::dynamic_partition(af::gather(w, idx), shard_of, 3);
+    auto count = af::range(af::constant(g, 0), af::constant(g, 3), af::constant(g, 1));
+    keep(af::dynamic_stitch(af::dynamic_partition(count, shard_of, 3), rows));
+  }
   // What the plan-time fusion pass writes (graph_passes.cpp): MatMul + BiasAdd + Relu.
   raw("_FusedMatMul", {x, w, b}, {{"relu", true}});
   // And its elementwise fusion (elementwise_fusion.cpp): relu(x * 2).

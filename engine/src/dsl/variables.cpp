@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "actorflow/dsl_core.h"
+#include "core/tensor_slices.h"
 #include "dsl/dsl_build.h"
+#include "dsl/variable_build.h"
 
 namespace actorflow {
 
@@ -64,7 +66,12 @@ void require_defined(const Shape& shape, const std::string& what) {
 
 }  // namespace
 
-Output initial_value(Graph& g, const Initializer& init, Shape shape, const std::string& name) {
+namespace {
+
+// The value for `shape`, with Glorot's scale taken from `fan_shape`: the whole variable's
+// shape when `shape` is one shard of it, as TF scales by partition_info's full shape.
+Output initial_value_scaled(Graph& g, const Initializer& init, const Shape& shape, const Shape& fan_shape,
+                            const std::string& name) {
   require_defined(shape, "initializer '" + name + "'");
   NameScope scope(g, name);
   switch (init.kind) {
@@ -83,12 +90,12 @@ Output initial_value(Graph& g, const Initializer& init, Shape shape, const std::
     case K::truncated_normal:
       return truncated_normal(g, shape, init.a, init.b, init.seed, init.dtype, "truncated_normal");
     case K::glorot_uniform: {
-      auto [fi, fo] = fans(shape);
+      auto [fi, fo] = fans(fan_shape);
       double limit = std::sqrt(6.0 / (fi + fo));
       return random_uniform(g, shape, -limit, limit, init.seed, init.dtype, "glorot_uniform");
     }
     case K::glorot_normal: {
-      auto [fi, fo] = fans(shape);
+      auto [fi, fo] = fans(fan_shape);
       // Keras: a normal truncated at 2 sigma, rescaled so the variance stays 2/(fi+fo).
       double stddev = std::sqrt(2.0 / (fi + fo)) / 0.87962566103423978;
       return truncated_normal(g, shape, 0.0, stddev, init.seed, init.dtype, "glorot_normal");
@@ -97,12 +104,33 @@ Output initial_value(Graph& g, const Initializer& init, Shape shape, const std::
   throw Error(internal_error("unknown initializer kind"));
 }
 
+}  // namespace
+
+Output initial_value(Graph& g, const Initializer& init, Shape shape, const std::string& name) {
+  return initial_value_scaled(g, init, shape, shape, name);
+}
+
+Output initial_value_slice(Graph& g, const Initializer& init, const Shape& full, int axis, int64_t offset,
+                           const Shape& part, const std::string& name) {
+  if (init.kind != K::tensor) return initial_value_scaled(g, init, part, full, name);
+  auto whole = init.value.reshaped(full);
+  if (!whole.ok())
+    throw Error(invalid_argument("constant_initializer '" + name + "': a " + init.value.type_string() +
+                                 " value cannot fill shape " + full.to_string()));
+  Initializer slice = init;
+  slice.value = slice_along(*whole, axis, offset, part.dim(axis));
+  return initial_value_scaled(g, slice, part, part, name);
+}
+
 // ---- variables ----
 
 namespace {
 
-Output variable_node(Graph& g, DType dtype, const Shape& shape, const std::string& name) {
-  return add(g, "VariableV2", name, {}, {{"dtype", dtype}, {"shape", shape}});
+Output variable_node(Graph& g, DType dtype, const Shape& shape, const std::string& name,
+                     std::map<std::string, AttrValue> attrs = {}) {
+  attrs["dtype"] = dtype;
+  attrs["shape"] = shape;
+  return add(g, "VariableV2", name, {}, std::move(attrs));
 }
 
 // The variable's "<full name>/Assign" init op from the value `make_value` builds in that
@@ -127,6 +155,13 @@ Output attach_init(Graph& g, const Output& var, F make_value, bool trainable) {
 
 }  // namespace
 
+Output add_variable(Graph& g, DType dtype, const Shape& shape, const std::string& name,
+                    const std::function<Output()>& make_value, bool trainable,
+                    std::map<std::string, AttrValue> extra_attrs) {
+  Output var = variable_node(g, dtype, shape, name, std::move(extra_attrs));
+  return attach_init(g, var, make_value, trainable);
+}
+
 Output variable(Graph& g, const Output& initial_value, const std::string& name, bool trainable) {
   throw_if_error(g.check_owns(initial_value, "variable '" + name + "': the initial value"));
   require_defined(initial_value.shape(), "variable '" + name + "': the initial value " + initial_value.name());
@@ -150,6 +185,9 @@ Output get_variable(Graph& g, const std::string& name, Shape shape, const Initia
   const Graph::VarScope& scope = g.variable_scope();
   const std::string full = scope.name.empty() ? name : scope.name + "/" + name;
   const std::string what = "get_variable '" + full + "': ";
+  if (g.stored_variable(full + "/part_0") >= 0)
+    throw Error(Status(Code::already_exists,
+                       what + "a partitioned variable of that name exists; get it with its partitioner"));
   if (int id = g.stored_variable(full); id >= 0) {
     if (scope.reuse != VarReuse::reuse && scope.reuse != VarReuse::auto_reuse)
       throw Error(Status(Code::already_exists,

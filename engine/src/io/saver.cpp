@@ -14,6 +14,8 @@
 #include <set>
 
 #include "actorflow/dsl_core.h"
+#include "actorflow/partitioned_variables.h"
+#include "core/tensor_slices.h"
 #include "io/safetensors.h"
 
 namespace actorflow {
@@ -54,6 +56,14 @@ std::string list_names(const st::Reader& r) {
     s += (k++ ? ", '" : "'") + e.name + "'";
   }
   return s.empty() ? "none" : s;
+}
+
+// The dim a shard is cut along: the one where it is shorter than the whole (0 when it
+// is the whole).
+int slice_axis(const SaveSliceInfo& info) {
+  for (size_t i = 0; i < info.full_shape.size(); ++i)
+    if (info.var_shape[i] != info.full_shape[i]) return static_cast<int>(i);
+  return 0;
 }
 
 }  // namespace
@@ -154,6 +164,29 @@ Saver::Saver(Graph& graph, std::vector<Output> var_list, int max_to_keep) : grap
     vars_.push_back(v);
     names_.push_back(n.name);
   }
+  // A partitioned variable is written whole, as TF's Saver writes one: every shard of it
+  // must be in the list, and no other variable may take its name.
+  std::map<std::string, std::pair<std::vector<int64_t>, int64_t>> covered;  // full shape, rows held
+  for (const Output& v : vars_) {
+    std::optional<SaveSliceInfo> info = save_slice_info(v);
+    if (!info) continue;
+    if (seen.count(info->full_name))
+      throw Error(invalid_argument("Saver: variable '" + info->full_name + "' and the shards of the partitioned variable '" +
+                                   info->full_name + "' would be saved under one name"));
+    auto [it, fresh] = covered.try_emplace(info->full_name, info->full_shape, 0);
+    if (it->second.first != info->full_shape)
+      throw Error(invalid_argument("Saver: the shards of '" + info->full_name + "' disagree about its shape"));
+    it->second.second += info->var_shape[static_cast<size_t>(slice_axis(*info))];
+  }
+  for (const Output& v : vars_) {
+    std::optional<SaveSliceInfo> info = save_slice_info(v);
+    if (!info) continue;
+    const auto& [full_shape, rows] = covered[info->full_name];
+    if (rows != full_shape[static_cast<size_t>(slice_axis(*info))])
+      throw Error(invalid_argument("Saver: var_list holds only some shards of the partitioned variable '" +
+                                   info->full_name + "' " + Shape(full_shape).to_string() +
+                                   "; a checkpoint holds it whole, so pass all of them"));
+  }
   NameScope scope(graph, "save");
   for (const Output& v : vars_) {
     // The assign must run where the variable lives (its ResourceMgr), e.g. on a ps task.
@@ -179,7 +212,19 @@ Status Saver::save(Session& sess, const std::string& dir, int64_t step, std::str
     std::vector<Fetch> fetches(vars_.begin(), vars_.end());
     auto values = sess.run(fetches);
     if (!values.ok()) return values.status().with_context("Saver::save: reading the variables");
-    for (size_t i = 0; i < vars_.size(); ++i) tensors.push_back({names_[i], (*values)[i]});
+    // Shards go into their whole variable, written once under its name.
+    std::map<std::string, size_t> whole;
+    for (size_t i = 0; i < vars_.size(); ++i) {
+      std::optional<SaveSliceInfo> info = save_slice_info(vars_[i]);
+      if (!info) {
+        tensors.push_back({names_[i], (*values)[i]});
+        continue;
+      }
+      auto [it, fresh] = whole.try_emplace(info->full_name, tensors.size());
+      if (fresh) tensors.push_back({info->full_name, Tensor(vars_[i].dtype(), Shape(info->full_shape))});
+      const int axis = slice_axis(*info);
+      write_slice_along((*values)[i], axis, info->var_offset[static_cast<size_t>(axis)], &tensors[it->second].value);
+    }
   }
   std::lock_guard<std::mutex> lock(save_mu_);
   return write_checkpoint(dir, step, tensors, max_to_keep_, saved_path);
@@ -197,8 +242,13 @@ Status Saver::restore_file(Session& sess, const std::string& path) {
   auto opened = st::Reader::open(path);
   if (!opened.ok()) return opened.status().with_context("Saver::restore");
   const st::Reader& reader = *opened;
+  std::set<std::string> wanted;
   for (size_t i = 0; i < vars_.size(); ++i) {
-    const std::string& name = names_[i];
+    // A shard is restored from its whole variable, whatever the number of shards saved.
+    std::optional<SaveSliceInfo> info = save_slice_info(vars_[i]);
+    const std::string name = info ? info->full_name : names_[i];
+    const Shape shape = info ? Shape(info->full_shape) : vars_[i].shape();
+    wanted.insert(name);
     const st::Entry* e = reader.find(name);
     if (!e)
       return not_found("Saver::restore: checkpoint '" + path + "' has no tensor for variable '" + name +
@@ -207,16 +257,24 @@ Status Saver::restore_file(Session& sess, const std::string& path) {
     if (!st::st_dtype_to_af(e->dtype, &t) || t != vars_[i].dtype())
       return invalid_argument("Saver::restore: variable '" + name + "' is " + dtype_name(vars_[i].dtype()) +
                               " but checkpoint '" + path + "' stores it as " + e->dtype);
-    if (Shape(e->shape) != vars_[i].shape())
-      return invalid_argument("Saver::restore: variable '" + name + "' has shape " + vars_[i].shape().to_string() +
+    if (Shape(e->shape) != shape)
+      return invalid_argument("Saver::restore: variable '" + name + "' has shape " + shape.to_string() +
                               " but checkpoint '" + path + "' stores shape " + Shape(e->shape).to_string());
   }
-  std::set<std::string> wanted(names_.begin(), names_.end());
   std::map<std::string, Tensor> values;
   AF_RETURN_IF_ERROR(reader.read(&wanted, &values).with_context("Saver::restore"));
   if (vars_.empty()) return Status::OK();
   FeedDict feeds;
-  for (size_t i = 0; i < vars_.size(); ++i) feeds.emplace_back(feeds_[i], values[names_[i]]);
+  for (size_t i = 0; i < vars_.size(); ++i) {
+    std::optional<SaveSliceInfo> info = save_slice_info(vars_[i]);
+    if (!info) {
+      feeds.emplace_back(feeds_[i], values[names_[i]]);
+      continue;
+    }
+    const int axis = slice_axis(*info);
+    const size_t a = static_cast<size_t>(axis);
+    feeds.emplace_back(feeds_[i], slice_along(values[info->full_name], axis, info->var_offset[a], info->var_shape[a]));
+  }
   auto r = sess.run({}, feeds, assigns_);
   if (!r.ok()) return r.status().with_context("Saver::restore: assigning the values of '" + path + "'");
   return Status::OK();
