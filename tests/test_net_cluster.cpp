@@ -591,3 +591,57 @@ TEST_CASE("a named container's variables outlive every session that used it, as 
     CHECK(fresh.status().code() == af::Code::failed_precondition);
   }
 }
+
+TEST_CASE("a partitioned embedding over two ps daemons: a shard on each, looked up and trained across them") {
+  REQUIRE(aftnet::daemon_built());
+  DaemonProcess worker(kToken, 0);
+  DaemonProcess ps0(kToken, 0, {"--job_name", "ps", "--task_index", "0"});
+  DaemonProcess ps1(kToken, 0, {"--job_name", "ps", "--task_index", "1"});
+  REQUIRE_MESSAGE(worker.started(), worker.log());
+  REQUIRE_MESSAGE(ps0.started(), ps0.log());
+  REQUIRE_MESSAGE(ps1.started(), ps1.log());
+  aftnet::ScopedEnv token("ACTORFLOW_TOKEN", kToken);
+  const std::string target = "/job:worker/task:0=" + worker.target() + ",/job:ps/task:0=" + ps0.target() +
+                             ",/job:ps/task:1=" + ps1.target();
+  std::vector<float> init(7 * 2);
+  for (size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(i);
+  af::Graph g;
+  // One setter for the whole model: it remembers where the shards went, so their updates
+  // run there.
+  std::optional<af::DeviceScope> placement(std::in_place, g, af::train::replica_device_setter(2, "/job:worker/task:0"));
+  af::PartitionedVariable emb = af::get_variable(
+      g, "emb", {7, 2}, af::constant_initializer(af::Tensor::from_vector(init, {7, 2})), af::fixed_size_partitioner(2));
+  af::Output ids = af::placeholder(g, af::i64, {-1}, "ids");
+  af::Output rows = af::embedding_lookup(emb, ids, "div");
+  af::Operation train = af::optim::GradientDescent(0.5).minimize(af::reduce_sum(rows));
+  placement.reset();
+  REQUIRE(emb.parts()[0].node().device == "/job:ps/task:0/cpu:0");
+  REQUIRE(emb.parts()[1].node().device == "/job:ps/task:1/cpu:0");
+  af::SessionOptions opts;
+  opts.step_timeout_ms = 20000;
+  auto remote = af::Session::create(g, target, opts);
+  REQUIRE_MESSAGE(remote.ok(), remote.status().to_string());
+  auto local = af::Session::create(g);
+  REQUIRE(local.ok());
+  REQUIRE(remote->run_init().ok());
+  REQUIRE(local->run_init().ok());
+  // "div" over shards of 4 and 3 rows: ids 0-3 on ps 0, 4-6 on ps 1.
+  const af::FeedDict feeds = {{ids, af::Tensor::from_vector<int64_t>({6, 1, 4, 1}, {4})}};
+  auto got = remote->run({rows}, feeds);
+  REQUIRE_MESSAGE(got.ok(), got.status().to_string());
+  CHECK(got->at(0).to_vector<float>() == std::vector<float>{12, 13, 2, 3, 8, 9, 2, 3});
+  for (int step = 0; step < 2; ++step) {
+    auto r = remote->run({}, feeds, {train});
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    REQUIRE(local->run({}, feeds, {train}).ok());
+  }
+  auto shards = remote->run({emb.parts()[0], emb.parts()[1]});
+  REQUIRE_MESSAGE(shards.ok(), shards.status().to_string());
+  auto want = local->run({emb.parts()[0], emb.parts()[1]});
+  REQUIRE(want.ok());
+  CHECK(shards->at(0).equals(want->at(0)));
+  CHECK(shards->at(1).equals(want->at(1)));
+  // Id 1 was looked up twice a step: two steps of 0.5 took 2 off it; ids 4 and 6 lost 1.
+  CHECK(shards->at(0).to_vector<float>() == std::vector<float>{0, 1, 0, 1, 4, 5, 6, 7});
+  CHECK(shards->at(1).to_vector<float>() == std::vector<float>{7, 8, 10, 11, 11, 12});
+}
