@@ -145,10 +145,11 @@ const char* frame_name(wire::Frame::Reader f) {
 }
 
 // What decoding one frame may allocate besides the tensors its payload fills: the body's
-// size again plus this much. A genuine frame stays far below it (a RunStep of a thousand
-// scalar feeds uses about a quarter); a hostile one is refused before it costs more than
-// about twice its bytes.
-constexpr uint64_t kDecodeSlackBytes = uint64_t{1} << 20;
+// size again plus this much. Decoded, a small tensor or a short string takes two to three
+// times its wire bytes: the constant lets a genuine frame of some 50,000 scalar tensors or
+// 500,000 short strings through; a hostile one is refused before it costs more than twice
+// its bytes and this.
+constexpr uint64_t kDecodeSlackBytes = uint64_t{16} << 20;
 // What one decoded tensor costs beyond its data: the TensorMessage, the Tensor's buffer
 // and shape, and the allocator's rounding.
 constexpr uint64_t kTensorOverheadBytes = sizeof(TensorMessage) + 192;
