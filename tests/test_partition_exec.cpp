@@ -190,6 +190,32 @@ TEST_CASE("a partition whose peer never runs the step fails within its deadline,
   CHECK((*ok)[0].to_vector<float>().at(1) == doctest::Approx(std::tanh(-1.0f)));
 }
 
+TEST_CASE("a partition whose kernel fails ends its step at once, not at the deadline of the edges it waits for") {
+  // The restarted-ps case: a read of a variable the ps lost fails, while the partition
+  // also waits for an edge the other side sends only after that read.
+  af::Graph g;
+  af::Output x, y;
+  {
+    af::DeviceScope s(g, "/job:w/task:0");
+    x = af::placeholder(g, af::f32, {2}, "x");
+  }
+  {
+    af::DeviceScope s(g, "/job:w/task:1");
+    auto v = af::variable(g, af::Tensor::from_vector<float>({1, 2}, {2}), "never_initialized");
+    y = af::tanh(x) + v;
+  }
+  InProcessCluster c;
+  REQUIRE(c.build(g, {}, af::SessionOptions{}).ok());
+  auto& consumer = c.parts.at("/job:w/task:1/cpu:0");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = consumer->run_step(1, {}, {y.name()}, {}, 20000);
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(r.ok());
+  CHECK_MESSAGE(r.status().code() != af::Code::deadline_exceeded, r.status().to_string());
+  CHECK_MESSAGE(r.status().message().find("never_initialized") != std::string::npos, r.status().to_string());
+  CHECK(took < std::chrono::seconds(5));
+}
+
 TEST_CASE("a partition past its deadline names the kernels of the step still running") {
   af::Graph g;
   af::Output all_done, x;

@@ -134,6 +134,14 @@ class PartitionExecutorImpl final : public PartitionExecutor {
       started->ex = ex;
       started->state = ex->start(values, step_id);
     }
+    // A kernel that fails ends the step at this partition at once: its _Recv nodes would
+    // otherwise wait until the deadline for edges that the failure keeps the other
+    // partitions from sending (a read of a variable a restarted ps lost, while the worker
+    // waits for that read), and only a finished partition tells its client, which then
+    // ends the others. The rendezvous runs the waiting kernels' callbacks outside its lock,
+    // and those only post to their actors, so the failing thread may abort it itself.
+    started->state->on_first_error(
+        [rendezvous = rendezvous_, step_id](const Status& why) { rendezvous->abort_step(step_id, why); });
     return std::shared_ptr<StartedStep>(started);
   }
 

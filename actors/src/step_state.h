@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,8 +34,28 @@ class StepState {
   void set_result(int i, Tensor t) { results_[static_cast<size_t>(i)] = std::move(t); }
   // The first error wins: it is the root cause; later ones are its echoes.
   void fail(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (error_.ok()) error_ = s;
+    std::function<void(const Status&)> hook;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_.ok()) return;
+      error_ = s;
+      hook = std::move(on_first_error_);
+    }
+    if (hook) hook(s);
+  }
+  // Called once with the step's first error, on the thread that reports it (at once
+  // when the step has failed already). It must not block or take the reporter's locks.
+  void on_first_error(std::function<void(const Status&)> hook) {
+    Status failed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.ok()) {
+        on_first_error_ = std::move(hook);
+        return;
+      }
+      failed = error_;
+    }
+    hook(failed);
   }
   // One fetch or target reported.
   void finish_one() {
@@ -109,6 +130,7 @@ class StepState {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Status error_;
+  std::function<void(const Status&)> on_first_error_;
   std::vector<std::string> running_async_;
 };
 
