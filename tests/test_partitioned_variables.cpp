@@ -15,26 +15,12 @@
 #include <numeric>
 
 #include "gradient_check.h"
+#include "saver_test_util.h"
 
 namespace af = actorflow;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("af_partitioned_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
 
 // 0, 1, 2, ... as a float tensor of `shape`.
 af::Tensor iota(af::Shape shape) {
