@@ -132,7 +132,7 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
 
 int64_t DaemonClient::timeout_ms_until(Clock::time_point deadline) { return std::max<int64_t>(1, ms_until(deadline)); }
 
-DaemonClient::~DaemonClient() {
+void DaemonClient::stop() {
   {
     // No caller drives the loop any more: the io thread runs it to the end.
     std::lock_guard<std::mutex> lock(mu_);
@@ -147,7 +147,11 @@ DaemonClient::~DaemonClient() {
     io_exit_ = true;
     io_.stop();
   });
-  if (io_thread_.joinable()) io_thread_.join();
+  if (io_thread_.joinable() && io_thread_.get_id() != std::this_thread::get_id()) io_thread_.join();
+}
+
+DaemonClient::~DaemonClient() {
+  stop();
   if (kick_fd_ >= 0) ::close(kick_fd_);
 }
 

@@ -50,6 +50,11 @@ class DaemonClient {
                                                        ConnectionOptions options = client_connection_options(),
                                                        std::string peer_self_address = {});
   ~DaemonClient();
+  // Closes the connection and waits for the io thread to end (the destructor does the
+  // same). Whoever drops the client while another thread may hold it calls this first:
+  // a thread that held the last reference would otherwise destroy the client on its way
+  // out, and that may be the io thread itself, which cannot join itself.
+  void stop();
 
   // extends: 0 for a new graph, else the handle whose graph grew (see net.capnp).
   Result<uint64_t> register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends = 0);

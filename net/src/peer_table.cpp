@@ -17,7 +17,9 @@ void PeerTable::close_all() {
     dialed.swap(dialed_);
     accepted_.clear();
   }
-  // Each DaemonClient joins its io thread as it goes.
+  // Joined here, while this holds them: a frame's handler on a client's own io thread may
+  // hold the client too (PeerTable::send), and must not be the one that drops it last.
+  for (auto& [address, client] : dialed) client->stop();
   dialed.clear();
 }
 
@@ -63,8 +65,9 @@ Status PeerTable::connect_if_lower(const std::string& address, DaemonClient::Clo
     std::lock_guard<std::mutex> lock(mu_);
     old = std::exchange(dialed_[address], std::move(client));
   }
-  // The lost connection joins its io thread as it goes, outside mu_: a frame it still
-  // delivers may send on this table.
+  // The lost connection joins its io thread here, outside mu_ (a frame it still delivers
+  // may send on this table), while this holds it (see close_all).
+  if (old) old->stop();
   old.reset();
   return Status::OK();
 }
