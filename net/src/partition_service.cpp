@@ -115,7 +115,7 @@ Result<uint64_t> PartitionService::register_partition(const RegisterGraphMsg& m,
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t handle = next_handle_++;
   entries_[handle] = e;
-  routes_[{m.session, m.location}] = Route{e->rendezvous, owner, e->peers};
+  routes_[{m.session, m.location}] = e;
   return handle;
 }
 
@@ -249,18 +249,18 @@ Result<std::shared_ptr<runtime::EdgeRendezvous>> PartitionService::route(uint64_
   std::lock_guard<std::mutex> lock(mu_);
   auto it = routes_.find({session, location});
   if (it == routes_.end()) return std::shared_ptr<runtime::EdgeRendezvous>();
-  auto r = it->second.rendezvous.lock();
-  if (!r) {
+  auto e = it->second.lock();
+  if (!e) {
     routes_.erase(it);
-    return r;
+    return std::shared_ptr<runtime::EdgeRendezvous>();
   }
-  if (from && !(from->owner != 0 && from->owner == it->second.owner) &&
-      !(!from->peer_address.empty() && it->second.peers.count(from->peer_address)))
+  if (from && !(from->owner != 0 && from->owner == e->owner) &&
+      !(!from->peer_address.empty() && e->peers.count(from->peer_address)))
     return Status(Code::failed_precondition,
                   "an Edge or Credit frame for a session that this connection" +
                       (from->peer_address.empty() ? std::string() : " (peer daemon " + from->peer_address + ")") +
                       " neither registered nor was named a peer of, at " + location);
-  return r;
+  return e->rendezvous;
 }
 
 void PartitionService::deliver_edge(uint64_t session, const std::string& to, int64_t step, int64_t edge,

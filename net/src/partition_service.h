@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "actorflow/runtime/partition_executor.h"
@@ -78,11 +77,6 @@ class PartitionService {
 
  private:
   struct Entry;
-  struct Route {
-    std::weak_ptr<runtime::EdgeRendezvous> rendezvous;
-    uint64_t owner = 0;
-    std::set<std::string> peers;  // addresses of the session's other daemons
-  };
   // The rendezvous for (session, location), if `from` may feed it (null `from`: this daemon).
   Result<std::shared_ptr<runtime::EdgeRendezvous>> route(uint64_t session, const std::string& location,
                                                          const EdgeSource* from);
@@ -92,7 +86,8 @@ class PartitionService {
   PeerTable& peers_;
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
-  std::map<std::pair<uint64_t, std::string>, Route> routes_;
+  // (session, location) -> its partition, for the Edge and Credit frames of that session.
+  std::map<std::pair<uint64_t, std::string>, std::weak_ptr<Entry>> routes_;
   // (variable scope, location) -> the variables its partitions share: a session's own
   // scope lives as long as its partitions do.
   std::map<std::pair<uint64_t, std::string>, std::weak_ptr<ResourceMgr>> variables_;
