@@ -529,6 +529,48 @@ def case_scale(samples, tmp, mode):
         c.kill_all()
 
 
+# wide_and_deep with hashed sparse features: per example, 45 ids each read (id out, a row
+# back) and updated (a row and its id out) on the ps holding its shard: the 16-wide
+# embedding's (8 + 64 + 64 + 8 bytes) and the wide weight's (8 + 4 + 4 + 8).
+SPARSE_BYTES_PER_EXAMPLE = 45 * (8 + 64 + 64 + 8 + 8 + 4 + 4 + 8)
+
+
+def sparse_run(samples, tmp, mode, hash_bucket_size, batch, steps=60):
+    env = {"ACTORFLOW_TOKEN": "test-token-" + os.path.basename(tmp)}
+    run_dir = os.path.join(tmp, f"{mode}-{hash_bucket_size}-{batch}")
+    os.makedirs(run_dir)
+    c, names = seeds(samples, "wide_and_deep", run_dir, 2, 2,
+                     ["--hash_bucket_size", str(hash_bucket_size), "--batch_size", str(batch), "--max_steps", str(steps),
+                      "--epoch_number", "100", "--sync_mode", mode, "--mode", "train_from_scratch"], env=env)
+    try:
+        r = finish(c, names, 300)
+        print(f"{mode} hash_bucket_size={hash_bucket_size} batch={batch}:", r, flush=True)
+        check(r.get("sync_mode") == mode, f"the chief's RESULT does not say {mode}")
+        check(float(r.get("wire_bytes_per_step", 0)) > 0, "no wire_bytes_per_step on the chief's RESULT")
+        return float(r.get("wire_bytes_per_step", 0)), int(r.get("model_bytes", 0)), float(r.get("test_accuracy", 0))
+    finally:
+        c.kill_all()
+
+
+def case_sparse(samples, tmp, mode):
+    """The tables' rows travel, not the tables: a 1,000,000-row table moves what a
+    100,000-row one does, and a doubled batch adds the rows it touches."""
+    big, model_big, acc = sparse_run(samples, tmp, mode, 1000000, 32)
+    check(model_big > 60 * 1000000, f"model_bytes {model_big}: the hashed tables are not in the model")
+    check(big < 0.02 * model_big, f"{big:.0f} wire bytes per step for a model of {model_big}: tables move, not rows")
+    check(acc >= 0.9, f"{mode}: test accuracy {acc} < 0.9")
+    small, model_small, _ = sparse_run(samples, tmp, mode, 100000, 32)
+    check(model_small < model_big / 5, f"model_bytes {model_small} vs {model_big}")
+    check(abs(big - small) <= 0.05 * small,
+          f"{big:.0f} wire bytes per step with 1,000,000 rows but {small:.0f} with 100,000: they follow the table's size")
+    if mode == "async":
+        doubled, _, _ = sparse_run(samples, tmp, mode, 1000000, 64)
+        added, expected = doubled - big, 32 * SPARSE_BYTES_PER_EXAMPLE
+        print(f"{mode}: 32 more examples per step add {added:.0f} wire bytes (rows touched: {expected})", flush=True)
+        check(abs(added - expected) <= 0.2 * expected,
+              f"32 more examples per step added {added:.0f} wire bytes, not the {expected} of the rows they touch")
+
+
 def case_tf_config(samples, tmp):
     ports = free_ports(3)
     cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"]}
@@ -600,6 +642,8 @@ CASES = {
     "scale_sync": lambda s, t: case_scale(s, t, "sync"),
     "scale_async": lambda s, t: case_scale(s, t, "async"),
     "scale_ssp": lambda s, t: case_scale(s, t, "ssp"),
+    "sparse_async": lambda s, t: case_sparse(s, t, "async"),
+    "sparse_sync": lambda s, t: case_sparse(s, t, "sync"),
 }
 
 

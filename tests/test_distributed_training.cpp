@@ -169,6 +169,148 @@ TEST_CASE("sync replicas: two workers' mean gradient equals one step on the doub
   CHECK((*stale)[0].item<int64_t>() == 3);  // one per variable
 }
 
+// An embedding lookup feeding a linear layer: the embedding's gradient is sparse.
+struct Embedded {
+  af::Output ids, y, loss, step, emb, w;
+};
+
+Embedded build_embedded(af::Graph& g) {
+  Embedded m;
+  m.ids = af::placeholder(g, af::i64, {-1, 2}, "ids");
+  m.y = af::placeholder(g, af::f32, {-1, 1}, "y");
+  m.emb = af::get_variable(g, "emb", {50, 3}, af::random_uniform_initializer(-0.5, 0.5, 5));
+  m.w = af::get_variable(g, "w", {6, 1}, af::glorot_uniform_initializer(6));
+  auto x = af::reshape(af::embedding_lookup(m.emb, m.ids), {-1, 6});
+  m.loss = af::mean(af::square(af::matmul(x, m.w) - m.y));
+  m.step = af::train::global_step(g);
+  return m;
+}
+
+// Ids with repeats inside a batch and across the two batches.
+af::Tensor id_batch(int64_t rows, int seed) {
+  std::vector<int64_t> v(static_cast<size_t>(rows * 2));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((seed * 7 + static_cast<int>(i) * 3) % 11);
+  return af::Tensor::from_vector(v, {rows, 2});
+}
+
+af::Tensor concat_ids(const af::Tensor& a, const af::Tensor& b) {
+  std::vector<int64_t> v(a.data<int64_t>(), a.data<int64_t>() + a.num_elements());
+  v.insert(v.end(), b.data<int64_t>(), b.data<int64_t>() + b.num_elements());
+  return af::Tensor::from_vector(v, {a.dim(0) + b.dim(0), a.dim(1)});
+}
+
+TEST_CASE("sync replicas: sparse gradients are summed row by row and equal one step on the doubled batch, with two optimizers") {
+  af::Tensor i0 = id_batch(6, 1), i1 = id_batch(6, 2), y0 = batch(6, 3, 1), y1 = batch(6, 4, 1);
+  std::vector<af::Tensor> expected;
+  {
+    af::Graph g;
+    Embedded m = build_embedded(g);
+    af::optim::Ftrl ftrl(0.2, 0.001, 0.001);
+    af::optim::Adagrad adagrad(0.1);
+    auto train = af::group(g, {ftrl.minimize(m.loss, {m.emb}), adagrad.minimize(m.loss, {m.w}, m.step)});
+    auto sess = af::Session::create(g);
+    REQUIRE(sess.ok());
+    REQUIRE(sess->run_init().ok());
+    for (int s = 0; s < 3; ++s)
+      REQUIRE(sess->run({}, {{m.ids, concat_ids(i0, i1)}, {m.y, concat_rows(y0, y1)}}, {train}).ok());
+    auto v = sess->run({m.emb, m.w, m.step});
+    REQUIRE(v.ok());
+    expected = *v;
+  }
+  af::Graph g;
+  Embedded m = build_embedded(g);
+  af::optim::Ftrl ftrl(0.2, 0.001, 0.001);
+  af::optim::Adagrad adagrad(0.1);
+  af::train::SyncReplicasOptions so;
+  so.replicas_to_aggregate = 2;
+  so.timeout_ms = 20000;
+  std::vector<af::train::OptimizerVars> parts{{&ftrl, {m.emb}}, {&adagrad, {m.w}}};
+  auto chief = af::train::sync_replicas_minimize(parts, m.loss, m.step, 0, so);
+  auto other = af::train::sync_replicas_minimize(parts, m.loss, m.step, 1, so);
+  // The embedding's gradient travels as rows and indices: nothing builds its dense form.
+  int sparse_deposits = 0;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    CHECK_MESSAGE(g.node(id).op != "SparseRowsToDense", g.node(id).name << " densifies a sparse gradient");
+    if (g.node(id).op == "SparseAccumulatorApplyGradient") {
+      ++sparse_deposits;
+      CHECK(g.node(id).output_shapes.empty());
+      const af::Node& values = g.node(g.node(id).inputs[1].node);
+      const std::vector<int64_t> rows{-1, 3};
+      CHECK_MESSAGE(values.output_shapes[0].dims() == rows, values.output_shapes[0].to_string());
+    }
+  }
+  CHECK(sparse_deposits == 2);  // one per worker
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  REQUIRE(sess->run_init().ok());
+  af::Status worker_status = af::Status::OK();
+  std::thread worker([&] {
+    int64_t local = 0;
+    for (int s = 0; s < 3 && worker_status.ok(); ++s) {
+      auto r = sess->run({other.worker_step}, {{m.ids, i1}, {m.y, y1}, {other.local_step, af::Tensor::scalar<int64_t>(local)}});
+      if (!r.ok()) worker_status = r.status();
+      else local = (*r)[0].item<int64_t>();
+    }
+  });
+  int64_t local = 0;
+  for (int s = 0; s < 3; ++s) {
+    auto r = sess->run({chief.chief_step}, {{m.ids, i0}, {m.y, y0}, {chief.local_step, af::Tensor::scalar<int64_t>(local)}});
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    local = (*r)[0].item<int64_t>();
+    CHECK(local == s + 1);  // the step moves once per round, not once per optimizer
+  }
+  worker.join();
+  REQUIRE_MESSAGE(worker_status.ok(), worker_status.to_string());
+  auto v = sess->run({m.emb, m.w, m.step});
+  REQUIRE(v.ok());
+  CHECK((*v)[2].item<int64_t>() == 3);
+  for (int i = 0; i < 2; ++i) {
+    const af::Tensor& a = (*v)[static_cast<size_t>(i)];
+    const af::Tensor& b = expected[static_cast<size_t>(i)];
+    REQUIRE(a.num_elements() == b.num_elements());
+    for (int64_t k = 0; k < a.num_elements(); ++k) CHECK(std::abs(a.data<float>()[k] - b.data<float>()[k]) <= 1e-5f);
+  }
+  // Rows no batch touched kept their initial values in both.
+  CHECK(std::abs((*v)[0].data<float>()[49 * 3] - expected[0].data<float>()[49 * 3]) == 0.0f);
+}
+
+TEST_CASE("sync replicas: a sparse and a dense gradient for one accumulator are refused, naming the worker") {
+  af::Graph g;
+  auto step = af::placeholder(g, af::i64, af::Shape{}, "local_step");
+  auto values = af::placeholder(g, af::f32, {-1, 2}, "values");
+  auto indices = af::placeholder(g, af::i64, {-1}, "indices");
+  auto dense = af::placeholder(g, af::f32, {4, 2}, "dense");
+  af::NodeSpec sparse_put;
+  sparse_put.op = "SparseAccumulatorApplyGradient";
+  sparse_put.name = "sparse_put";
+  sparse_put.inputs = {step, values, indices};
+  sparse_put.attrs = {{"accumulator", std::string("acc")}, {"worker", int64_t{1}}};
+  auto sp = g.add_node(std::move(sparse_put));
+  REQUIRE_MESSAGE(sp.ok(), sp.status().to_string());
+  af::NodeSpec dense_put;
+  dense_put.op = "AccumulatorApplyGradient";
+  dense_put.name = "dense_put";
+  dense_put.inputs = {step, dense};
+  dense_put.attrs = {{"accumulator", std::string("acc")}, {"worker", int64_t{2}}};
+  auto dp = g.add_node(std::move(dense_put));
+  REQUIRE_MESSAGE(dp.ok(), dp.status().to_string());
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  af::Tensor v = af::Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  af::Tensor ix = af::Tensor::from_vector(std::vector<int64_t>{3, 3}, {2});
+  af::Tensor zero = af::Tensor::scalar<int64_t>(0);
+  REQUIRE(sess->run({}, {{step, zero}, {values, v}, {indices, ix}}, {*sp}).ok());
+  af::Status st = sess->run({}, {{step, zero}, {dense, af::Tensor::from_vector(std::vector<float>(8, 1.f), {4, 2})}}, {*dp}).status();
+  CHECK(!st.ok());
+  CHECK_MESSAGE(st.message().find("worker 2") != std::string::npos, st.to_string());
+  CHECK_MESSAGE(st.message().find("dense gradient for an accumulator of sparse") != std::string::npos, st.to_string());
+  // A negative row index is refused before anything is summed.
+  af::Tensor bad = af::Tensor::from_vector(std::vector<int64_t>{0, -4}, {2});
+  st = sess->run({}, {{step, zero}, {values, v}, {indices, bad}}, {*sp}).status();
+  CHECK(!st.ok());
+  CHECK_MESSAGE(st.message().find("indices[1] = -4") != std::string::npos, st.to_string());
+}
+
 // Plain SGD under sync replicas over 2 replicas, with `timeout_ms` per round: the ops of
 // the chief (worker 0) and of worker 1.
 struct SyncSgd {

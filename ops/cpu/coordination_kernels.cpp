@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "actorflow/kernel.h"
@@ -32,9 +34,100 @@ void add_into(Tensor& sum, const Tensor& g) {
   for (int64_t i = 0, n = g.num_elements(); i < n; ++i) s[i] += x[i];
 }
 
+// One worker's gradient for a round: dense (`values` alone), or sparse: rows `values`
+// [k, ...row] of the variable at `indices` [k] (the gradient of a gather).
+struct Contribution {
+  Tensor values;
+  Tensor indices;  // invalid when dense
+  bool sparse() const { return indices.valid(); }
+  Contribution clone() const { return {values.clone(), indices.valid() ? indices.clone() : Tensor()}; }
+};
+
+// The sum of a round's sparse gradients, row by row: as TF's SparseConditionalAccumulator,
+// a row several workers (or one worker several times) touched is summed once, so what
+// the chief takes and sends to the optimizer grows with the rows touched, not the table.
+struct SparseSum {
+  DType dtype = DType::f32;
+  std::vector<int64_t> row_dims;  // a row's shape (the values' dims after the first)
+  int64_t row_elems = 0;
+  std::unordered_map<int64_t, size_t> slot_of;  // row index -> its place in rows/sums
+  std::vector<int64_t> rows;
+  std::vector<double> sums;  // rows.size() x row_elems, summed in double
+
+  bool started = false;  // a gradient was added (perhaps with no rows)
+
+  bool empty() const { return !started; }
+  // An error message, empty when added.
+  std::string add(const Tensor& values, const Tensor& indices) {
+    if (indices.rank() != 1 || values.rank() < 1 || values.dim(0) != indices.dim(0))
+      return "values " + describe(values) + " and indices " + describe(indices) + " are not rows [k, ...] at indices [k]";
+    std::vector<int64_t> dims(values.shape().dims().begin() + 1, values.shape().dims().end());
+    if (!started) {
+      started = true;
+      dtype = values.dtype();
+      row_dims = dims;
+      row_elems = 1;
+      for (int64_t d : dims) row_elems *= d;
+    } else if (dims != row_dims || values.dtype() != dtype) {
+      return "rows " + describe(values) + " do not match the accumulated rows of " + Shape(row_dims).to_string() + " " +
+             dtype_name(dtype);
+    }
+    const int64_t k = indices.dim(0);
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t ix = indices.dtype() == DType::i64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+      if (ix < 0) return "indices[" + std::to_string(i) + "] = " + std::to_string(ix) + " is negative";
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t ix = indices.dtype() == DType::i64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+      auto [it, fresh] = slot_of.emplace(ix, rows.size());
+      if (fresh) {
+        rows.push_back(ix);
+        sums.resize(sums.size() + static_cast<size_t>(row_elems), 0.0);
+      }
+      double* dst = sums.data() + it->second * static_cast<size_t>(row_elems);
+      visit_dtype(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_floating_point_v<T>) {
+          const T* src = values.data<T>() + i * row_elems;
+          for (int64_t j = 0; j < row_elems; ++j) dst[j] += static_cast<double>(src[j]);
+        }
+      });
+    }
+    return {};
+  }
+  // The mean over `count` gradients as (indices int64 [u] ascending, values [u, ...row]).
+  std::pair<Tensor, Tensor> mean(int64_t count) const {
+    std::vector<size_t> order(rows.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a] < rows[b]; });
+    const int64_t u = static_cast<int64_t>(rows.size());
+    Tensor idx(DType::i64, Shape{u});
+    std::vector<int64_t> vdims{u};
+    vdims.insert(vdims.end(), row_dims.begin(), row_dims.end());
+    Tensor vals(dtype, Shape(vdims));
+    visit_dtype(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T>) {
+        T* out = vals.data<T>();
+        for (int64_t r = 0; r < u; ++r) {
+          const size_t from = order[static_cast<size_t>(r)];
+          idx.data<int64_t>()[r] = rows[from];
+          const double* src = sums.data() + from * static_cast<size_t>(row_elems);
+          for (int64_t j = 0; j < row_elems; ++j) out[r * row_elems + j] = static_cast<T>(src[j] / static_cast<double>(count));
+        }
+      }
+    });
+    return {idx, vals};
+  }
+
+ private:
+  static std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + t.shape().to_string(); }
+};
+
 struct GradientAccumulator final : Resource {
   std::shared_ptr<WaitList> waits = std::make_shared<WaitList>();
-  Tensor sum;  // invalid while empty
+  Tensor sum;         // the dense sum; invalid while empty
+  SparseSum sparse;   // the sparse sum
   int64_t count = 0;
   int64_t round = 0;  // gradients of earlier rounds are stale
   int64_t stale = 0;
@@ -45,27 +138,38 @@ struct GradientAccumulator final : Resource {
   // step went back: a checkpoint restored after a ps was lost, or a round retried after
   // its step failed between take and apply), the accumulator restarts at the chief's
   // round and these count again, as TF's chief resets its accumulators' global step.
-  std::map<int64_t, std::pair<int64_t, Tensor>> stashed;
+  std::map<int64_t, std::pair<int64_t, Contribution>> stashed;
   // Takes begun so far. Only the chief takes, one step at a time, so a take still waiting
   // when a newer one begins belongs to a step that failed elsewhere (a ps lost): it gives
   // way instead of taking the newer round's gradients as its own.
   uint64_t takes = 0;
   int64_t latest_take_round = 0;  // the round the newest take asked for
 
-  // Adds worker `worker`'s gradient to this round's sum (under waits->mu); false, adding
-  // nothing, when its dtype or shape differs from the sum's.
-  bool add(const Tensor& g, int64_t worker) {
-    if (!sum.valid()) sum = g.clone();
-    else if (sum.shape() != g.shape() || sum.dtype() != g.dtype()) return false;
-    else if (g.dtype() == DType::f32) add_into<float>(sum, g);
-    else add_into<double>(sum, g);
+  // Adds worker `worker`'s gradient to this round's sum (under waits->mu). An error
+  // message, adding nothing, when it does not match what was summed so far.
+  std::string add(const Contribution& c, int64_t worker) {
+    if (c.sparse()) {
+      if (sum.valid()) return "a sparse gradient for an accumulator of dense ones";
+      std::string err = sparse.add(c.values, c.indices);
+      if (!err.empty()) return err;
+    } else {
+      const Tensor& g = c.values;
+      if (!sparse.empty()) return "a dense gradient for an accumulator of sparse ones";
+      if (!sum.valid()) sum = g.clone();
+      else if (sum.shape() != g.shape() || sum.dtype() != g.dtype())
+        return "gradient " + std::string(dtype_name(g.dtype())) + g.shape().to_string() + " does not match the accumulated " +
+               dtype_name(sum.dtype()) + sum.shape().to_string();
+      else if (g.dtype() == DType::f32) add_into<float>(sum, g);
+      else add_into<double>(sum, g);
+    }
     ++count;
     workers.insert(worker);
-    return true;
+    return {};
   }
   // Empties this round's sum (taken, or dropped for an earlier round).
   void clear_sum() {
     sum = Tensor();
+    sparse = SparseSum();
     count = 0;
     workers.clear();
   }
@@ -125,6 +229,9 @@ Tensor mean_of(const Tensor& sum, int64_t count) {
   return out;
 }
 
+// AccumulatorApplyGradient (local_step, gradient) and, `kSparse`,
+// SparseAccumulatorApplyGradient (local_step, values, indices).
+template <bool kSparse>
 class ApplyGradientKernel final : public OpKernel {
  public:
   explicit ApplyGradientKernel(const Node& n)
@@ -133,17 +240,15 @@ class ApplyGradientKernel final : public OpKernel {
     auto acc = find_or_make<GradientAccumulator>(ctx, key_);
     if (!acc) return;
     int64_t step = ctx.input(0).item<int64_t>();
-    const Tensor& g = ctx.input(1);
+    Contribution c{ctx.input(1), kSparse ? ctx.input(2) : Tensor()};
     std::lock_guard<std::mutex> lock(acc->waits->mu);
     if (step < acc->round) {
       ++acc->stale;
-      acc->stashed[worker_] = {step, g.clone()};
+      acc->stashed[worker_] = {step, c.clone()};
       return;
     }
-    if (!acc->add(g, worker_))
-      return ctx.fail(invalid_argument("gradient " + std::string(dtype_name(g.dtype())) + g.shape().to_string() +
-                                       " from worker " + std::to_string(worker_) + " does not match the accumulated " +
-                                       dtype_name(acc->sum.dtype()) + acc->sum.shape().to_string()));
+    std::string err = acc->add(c, worker_);
+    if (!err.empty()) return ctx.fail(invalid_argument("worker " + std::to_string(worker_) + ": " + err));
     acc->waits->notify();
   }
 
@@ -152,6 +257,9 @@ class ApplyGradientKernel final : public OpKernel {
   int64_t worker_;
 };
 
+// AccumulatorTakeGradient (round) -> mean and, `kSparse`, SparseAccumulatorTakeGradient
+// (round) -> (indices, values).
+template <bool kSparse>
 class TakeGradientKernel final : public AsyncOpKernel {
  public:
   explicit TakeGradientKernel(const Node& n)
@@ -175,6 +283,7 @@ class TakeGradientKernel final : public AsyncOpKernel {
     st->timeout_ms = timeout_ms_;
     st->grace_ms = grace_ms_;
     st->who = name();
+    st->sparse = kSparse;
     std::lock_guard<std::mutex> lock(acc->waits->mu);
     st->epoch = ++acc->takes;
     acc->latest_take_round = st->round;
@@ -191,6 +300,7 @@ class TakeGradientKernel final : public AsyncOpKernel {
     DoneCallback done;
     int64_t round = 0, required = 1, timeout_ms = 0, grace_ms = 0;
     uint64_t epoch = 0;  // this take's number among the accumulator's takes
+    bool sparse = false;
     Clock::time_point started;
     std::string who;
   };
@@ -215,7 +325,7 @@ class TakeGradientKernel final : public AsyncOpKernel {
     a.clear_sum();
     a.round = round;
     for (auto& [worker, stash] : a.stashed)
-      if (stash.first >= round && a.add(stash.second, worker)) --a.stale;
+      if (stash.first >= round && a.add(stash.second, worker).empty()) --a.stale;
     a.stashed.clear();
   }
 
@@ -265,7 +375,16 @@ class TakeGradientKernel final : public AsyncOpKernel {
       }
       log_line(os.str());
     }
-    st.ctx->set_output(0, acc.sum.dtype() == DType::f32 ? mean_of<float>(acc.sum, acc.count) : mean_of<double>(acc.sum, acc.count));
+    if (st.sparse != !acc.sparse.empty()) {
+      st.ctx->fail(invalid_argument(std::string("a ") + (st.sparse ? "sparse" : "dense") + " take from an accumulator of " +
+                                    (st.sparse ? "dense" : "sparse") + " gradients"));
+    } else if (st.sparse) {
+      auto [indices, values] = acc.sparse.mean(acc.count);
+      st.ctx->set_output(0, indices);
+      st.ctx->set_output(1, values);
+    } else {
+      st.ctx->set_output(0, acc.sum.dtype() == DType::f32 ? mean_of<float>(acc.sum, acc.count) : mean_of<double>(acc.sum, acc.count));
+    }
     acc.clear_sum();
     acc.stashed.clear();
     acc.round = std::max(acc.round, st.round + 1);
@@ -445,8 +564,14 @@ class NumStaleKernel final : public OpKernel {
 
 }  // namespace
 
-AF_REGISTER_KERNEL("AccumulatorApplyGradient", DeviceType::CPU, ApplyGradientKernel);
-AF_REGISTER_KERNEL("AccumulatorTakeGradient", DeviceType::CPU, TakeGradientKernel);
+using DenseApplyGradientKernel = ApplyGradientKernel<false>;
+using SparseApplyGradientKernel = ApplyGradientKernel<true>;
+using DenseTakeGradientKernel = TakeGradientKernel<false>;
+using SparseTakeGradientKernel = TakeGradientKernel<true>;
+AF_REGISTER_KERNEL("AccumulatorApplyGradient", DeviceType::CPU, DenseApplyGradientKernel);
+AF_REGISTER_KERNEL("SparseAccumulatorApplyGradient", DeviceType::CPU, SparseApplyGradientKernel);
+AF_REGISTER_KERNEL("AccumulatorTakeGradient", DeviceType::CPU, DenseTakeGradientKernel);
+AF_REGISTER_KERNEL("SparseAccumulatorTakeGradient", DeviceType::CPU, SparseTakeGradientKernel);
 AF_REGISTER_KERNEL("SyncRoundAdvance", DeviceType::CPU, RoundAdvanceKernel);
 AF_REGISTER_KERNEL("SyncRoundWait", DeviceType::CPU, RoundWaitKernel);
 AF_REGISTER_KERNEL("WorkerClock", DeviceType::CPU, WorkerClockKernel);

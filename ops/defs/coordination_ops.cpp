@@ -40,6 +40,26 @@ AF_REGISTER_OP("AccumulatorApplyGradient")
       return Status::OK();
     });
 
+// (local_step, values [k, ...row], indices [k]): the sparse form, as TF's
+// SparseConditionalAccumulator takes IndexedSlices: the rows are summed by index.
+AF_REGISTER_OP("SparseAccumulatorApplyGradient")
+    .inputs(3)
+    .outputs(0)
+    .stateful()
+    .required_attr("accumulator")
+    .attr("worker", int64_t{0})
+    .shape_fn([](ShapeContext& c) {
+      AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
+      AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "local_step"));
+      if (c.input_dtype(1) != DType::f32 && c.input_dtype(1) != DType::f64)
+        return c.error("the gradient's values must be float32 or float64, got " + c.describe_input(1));
+      if (c.input_dtype(2) != DType::i32 && c.input_dtype(2) != DType::i64)
+        return c.error("the gradient's indices must be int32 or int64, got " + c.describe_input(2));
+      if (!c.input_shape(2).compatible_with(Shape{-1}))
+        return c.error("the gradient's indices must be a vector, got " + c.describe_input(2));
+      return Status::OK();
+    });
+
 // (round) -> the mean of the gradients of that round, once `num_required` have arrived;
 // the accumulator then accepts round + 1 only. After `timeout_ms` it takes what has
 // arrived (at least one), logs which workers were missing, and until all come back the
@@ -58,6 +78,32 @@ AF_REGISTER_OP("AccumulatorTakeGradient")
       AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "round"));
       if (c.node().attr_int("num_required", 1) < 1) return c.error("num_required must be at least 1");
       c.set_output(0, c.node().attr_dtype("dtype"), c.node().attr_shape("shape"));
+      return Status::OK();
+    });
+
+// (round) -> (indices int64 [u] ascending, values [u, ...row]): the sparse form; each row
+// any gradient of the round touched, its sum divided by the number of gradients taken.
+// `shape` is the variable's: the values are rows of it.
+AF_REGISTER_OP("SparseAccumulatorTakeGradient")
+    .inputs(1)
+    .outputs(2)
+    .stateful()
+    .required_attr("accumulator")
+    .required_attr("dtype")
+    .required_attr("shape")
+    .attr("num_required", int64_t{1})
+    .attr("timeout_ms", int64_t{60000})
+    .attr("grace_ms", int64_t{200})
+    .shape_fn([](ShapeContext& c) {
+      AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
+      AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "round"));
+      if (c.node().attr_int("num_required", 1) < 1) return c.error("num_required must be at least 1");
+      Shape var = c.node().attr_shape("shape");
+      if (!var.has_rank() || var.rank() < 1) return c.error("a sparse gradient needs a variable of rank >= 1, got " + var.to_string());
+      std::vector<int64_t> rows = var.dims();
+      rows[0] = -1;
+      c.set_output(0, DType::i64, Shape{-1});
+      c.set_output(1, c.node().attr_dtype("dtype"), Shape(rows));
       return Status::OK();
     });
 

@@ -194,21 +194,21 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   // The graph: the same on every task, but for this worker's index in the sync and clock ops.
   af::Output step = af::train::global_step(g);
   std::unique_ptr<af::optim::Optimizer> owned;
-  if (!optimizer) {
+  if (!optimizer && m.optimizers.empty()) {
     owned = make_optimizer(f, g, step, steps_per_epoch);
     optimizer = owned.get();
   }
+  const std::vector<af::train::OptimizerVars> parts = optimizers_of(m, optimizer);
   af::Output new_step;  // the global step after this task's step
-  af::Operation train_op = m.train_op;
+  af::Operation train_op;
   af::train::SyncReplicasOps sync_ops;
   if (sync) {
-    if (train_op.valid()) return af::invalid_argument("--sync_mode sync needs the loop's optimizer; this model builds its own train op");
     af::train::SyncReplicasOptions so;
     so.replicas_to_aggregate = replicas;
     so.timeout_ms = f.sync_timeout_ms;
-    sync_ops = af::train::sync_replicas_minimize(*optimizer, m.loss, step, task.worker, so);
+    sync_ops = af::train::sync_replicas_minimize(parts, m.loss, step, task.worker, so);
   } else {
-    if (!train_op.valid()) train_op = optimizer->minimize(m.loss, {}, step);
+    train_op = minimize_all(parts, m.loss, step);
     af::ControlDependencies after(g, {train_op});
     new_step = af::read_variable(step, "step_after_update");
   }
@@ -414,7 +414,8 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
 af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::function<Model(af::Graph&)>& build,
                                        const Split& data, const Flags& f, ClusterTask& task) {
   if (!build) return af::invalid_argument("--replication in_graph: this sample cannot build its model once per tower");
-  if (m.train_op.valid()) return af::invalid_argument("--replication in_graph needs the loop's optimizer; this model builds its own train op");
+  if (!m.optimizers.empty())
+    return af::invalid_argument("--replication in_graph needs the loop's optimizer; this model trains its parts with optimizers of its own");
   const int towers_n = static_cast<int>(task.tower_devices.size());
   const int64_t n_train = data.x_train.dim(0);
   const int64_t global_batch = int64_t{f.batch_size} * towers_n;

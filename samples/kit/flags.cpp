@@ -83,6 +83,11 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
       ->capture_default_str();
   auto* model = app.add_option("--model", f.model, "model: " + joined(spec.models, "|"))->capture_default_str();
   if (!spec.models.empty()) model->check(one_of(spec.models, "a model of " + spec.program));
+  if (spec.hash_buckets)
+    app.add_option("--hash_bucket_size", f.hash_bucket_size,
+                   "hash the sparse features into a table of this many rows, split over the ps tasks (0: one row per feature value)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
   app.add_option("--model_network", f.model_network, "hidden layer widths, e.g. \"128 32 8\" or \"128,32,8\"")
       ->capture_default_str()
       ->check(CLI::Validator(

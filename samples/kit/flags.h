@@ -54,6 +54,7 @@ struct Flags {
   int64_t step_timeout_ms = 60000;     // a step across the cluster fails (and is retried) after this
   std::string clock_log;               // ssp: the chief writes the ps's clock records here
   int64_t slow_step_ms = 0;            // a test hook: sleep this long before every step
+  int64_t hash_bucket_size = 0;        // wide_and_deep: hashed sparse features in a table this big (0: none)
   double save_checkpoint_secs = 600;   // the chief also checkpoints this often (bounds what a lost ps costs)
   int heartbeat_ms = 1000;             // every connection beats this often when idle
   int peer_timeout_ms = 10000;         // a peer silent this long is dead (a cut link, a hung host)
@@ -76,6 +77,7 @@ std::vector<int> parse_network(const std::string& text, std::string* error);
 struct FlagSpec {
   std::string program;
   std::vector<std::string> models;  // --model must name one of these
+  bool hash_buckets = false;        // takes --hash_bucket_size
 };
 
 // The common defaults with the checkpoint, summary and export paths under the sample's

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <actorflow/actorflow.h>
 
@@ -23,10 +24,18 @@ struct Model {
   actorflow::Output loss;        // scalar
   actorflow::Output accuracy;    // scalar, or invalid
   actorflow::Output prediction;  // what inference writes, one row per example
-  // A model trained by several optimizers builds its own train op (one of its parts
-  // should advance af::train::global_step); otherwise the loop builds one from --optimizer.
-  actorflow::Operation train_op;
+  // A model trained by several optimizers lists each with the variables it trains (the
+  // optimizers live as long as the loop runs); otherwise the loop trains every variable
+  // with --optimizer. Either way the loop builds the train op, async or sync.
+  std::vector<actorflow::train::OptimizerVars> optimizers;
 };
+
+// The optimizers that train `m`: its own, or {fallback} over every trainable variable.
+std::vector<actorflow::train::OptimizerVars> optimizers_of(const Model& m, actorflow::optim::Optimizer* fallback);
+
+// One step's update of every optimizer; the last advances `global_step`.
+actorflow::Operation minimize_all(const std::vector<actorflow::train::OptimizerVars>& parts, const actorflow::Output& loss,
+                                  const actorflow::Output& global_step);
 
 struct TrainResult {
   double test_accuracy = 0;

@@ -3,6 +3,10 @@
 // the dense features (trained with --optimizer, Adagrad by default), joined into one
 // logistic output.
 //   wide_and_deep --epoch_number 20
+// With --hash_bucket_size H the sparse ids are hashed into tables of H rows (the wide
+// weights and 16-wide embeddings of every id, as TF's categorical_column_with_hash_bucket
+// and embedding_column), split over the ps tasks: a step reads and updates only the rows
+// its batch touches, so the wire carries those rows, not the tables.
 // Bucket boundaries are training-set quantiles of the raw features; bucketizing, crossing
 // and the deep part's standardization run in the graph, so the export takes raw features.
 #include <actorflow/actorflow.h>
@@ -22,6 +26,10 @@ namespace {
 
 constexpr int kBoundaries = 8;  // -> 9 buckets per feature
 constexpr int kBuckets = kBoundaries + 1;
+constexpr int64_t kHashedEmbeddingWidth = 16;
+// Multiplicative hashing (Knuth): odd and prime to 10, so ids below a power-of-ten table
+// size land on distinct rows; the ids here stay far below 2^32, so the product fits int64.
+constexpr int64_t kHashMultiplier = 2654435761;
 
 // Per feature, kBoundaries training-set quantiles: f32 [F, kBoundaries].
 af::Tensor quantile_boundaries(const af::Tensor& x) {
@@ -51,7 +59,9 @@ int main(int argc, char** argv) {
   defaults.steps_to_validate = 50;
   defaults.model_network = "64 32";
   defaults.data_dir = kit::kBreastCancerCsv;
-  kit::Flags f = kit::parse_flags(argc, argv, {"wide_and_deep", {"wide_deep"}}, defaults);
+  kit::FlagSpec spec{"wide_and_deep", {"wide_deep"}};
+  spec.hash_buckets = true;
+  kit::Flags f = kit::parse_flags(argc, argv, spec, defaults);
   kit::per_model_paths(f, defaults);
   // A ps task serves its share of the variables here and exits when training is over.
   auto task = kit::start_task(f, "wide_and_deep");
@@ -92,24 +102,52 @@ int main(int argc, char** argv) {
     crossed = cross + af::constant(g, cross_offsets, af::Shape{pairs}, "cross_offsets");
   }
   int64_t wide_size = nf * kBuckets + (nf / 2) * kBuckets * kBuckets;
+  const int64_t hashed = f.hash_bucket_size;
+  // Each hashed table in one shard per ps task (TF's fixed_size_partitioner(num_ps)).
+  const int64_t shards = std::max<int64_t>(1, static_cast<int64_t>(task->ps.size()));
+  auto hash = [&](const af::Output& raw) {
+    af::Output h = raw * af::constant(g, kHashMultiplier, "hash_multiplier");
+    af::Output size = af::constant(g, hashed, "hash_bucket_size");
+    return h - (h / size) * size;  // non-negative: floor mod
+  };
+  auto all_ids = af::concat({ids, crossed}, 1);  // [N, F + F/2]
+  af::Output hashed_ids = hashed > 0 ? hash(all_ids) : af::Output();
 
   // Wide: one weight per sparse id, summed.
-  af::Output wide_logit, wide_w, wide_b;
+  af::Output wide_logit, wide_b;
+  std::vector<af::Output> wide_vars;
   {
-    af::NameScope s(g, "wide");
-    wide_w = af::variable(g, af::zeros(g, {wide_size, 1}), "weights");
+    af::VariableScope s(g, "wide");
+    af::Output w;                                  // [N, F + F/2, 1]
+    if (hashed > 0) {
+      auto table = af::get_variable(g, "weights", {hashed, 1}, af::zeros_initializer(), af::fixed_size_partitioner(shards));
+      w = af::embedding_lookup(table, hashed_ids, "mod");
+      wide_vars = table.parts();
+    } else {
+      auto wide_w = af::variable(g, af::zeros(g, {wide_size, 1}), "weights");
+      w = af::embedding_lookup(wide_w, all_ids);
+      wide_vars = {wide_w};
+    }
     wide_b = af::variable(g, af::zeros(g, {1}), "bias");
-    auto all_ids = af::concat({ids, crossed}, 1);                       // [N, F + F/2]
-    auto w = af::embedding_lookup(wide_w, all_ids);                     // [N, F + F/2, 1]
+    wide_vars.push_back(wide_b);
     wide_logit = af::reshape(af::reduce_sum(w, {1, 2}), {-1}) + wide_b;  // [N]
   }
-  // Deep: embeddings of the buckets plus the dense features through an MLP.
+  // Deep: embeddings of the buckets (hashed: of every sparse id) plus the dense features
+  // through an MLP.
   af::Output deep_logit;
   std::vector<af::Output> deep_vars;
   {
     af::VariableScope s(g, "deep");  // names the layers' variables "deep/..." too
-    auto emb = af::variable(g, af::truncated_normal(g, {nf * kBuckets, 4}, 0, 0.1, f.seed), "embeddings");
-    auto e = af::reshape(af::embedding_lookup(emb, ids), {-1, nf * 4});
+    af::Output e;
+    if (hashed > 0) {
+      auto table = af::get_variable(g, "embeddings", {hashed, kHashedEmbeddingWidth},
+                                    af::truncated_normal_initializer(0, 0.1, f.seed), af::fixed_size_partitioner(shards));
+      const int64_t width = (nf + nf / 2) * kHashedEmbeddingWidth;
+      e = af::reshape(af::embedding_lookup(table, hashed_ids, "mod"), {-1, width});
+    } else {
+      auto emb = af::variable(g, af::truncated_normal(g, {nf * kBuckets, 4}, 0, 0.1, f.seed), "embeddings");
+      e = af::reshape(af::embedding_lookup(emb, ids), {-1, nf * 4});
+    }
     af::Output h = af::concat({e, kit::standardize(m.x, data->standardization)}, 1);
     h = kit::mlp_layers(h, f, m.training);
     deep_logit = af::reshape(L::dense(h, 1, {}, "out"), {-1});
@@ -129,8 +167,7 @@ int main(int argc, char** argv) {
   int64_t steps_per_epoch = (data->x_train.dim(0) + f.batch_size - 1) / f.batch_size;
   af::optim::Ftrl ftrl(f.learning_rate, 0.001, 0.001);
   auto deep_optimizer = kit::make_optimizer(f, g, step, steps_per_epoch);
-  auto wide_op = ftrl.minimize(m.loss, {wide_w, wide_b});
-  auto deep_op = deep_optimizer->minimize(m.loss, deep_vars, step);
-  m.train_op = af::group(g, {wide_op, deep_op}, "train");
+  // The loop builds the update (async or sync); the deep part's advances the global step.
+  m.optimizers = {{&ftrl, wide_vars}, {deep_optimizer.get(), deep_vars}};
   return kit::run_main(f, g, m, *data, "wide_and_deep", nullptr, task.get());
 }

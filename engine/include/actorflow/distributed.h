@@ -51,9 +51,23 @@ struct SyncReplicasOps {
   Output worker_step;   // another worker's step: the round it waited for
   Output num_stale;     // int64: gradients dropped as stale, over all variables
 };
+// A gradient of a gather (an embedding lookup) stays sparse: the worker sends the rows it
+// touched with their indices, the accumulator sums them row by row (TF's
+// SparseConditionalAccumulator), and the optimizer's sparse apply updates those rows only.
 SyncReplicasOps sync_replicas_minimize(optim::Optimizer& opt, const Output& loss, const Output& global_step,
                                        int worker_index, const SyncReplicasOptions& options,
                                        const std::vector<Output>& var_list = {});
+
+// An optimizer and the variables it trains (empty: every trainable variable).
+struct OptimizerVars {
+  optim::Optimizer* optimizer = nullptr;
+  std::vector<Output> var_list;
+};
+// The same with one optimizer per group of variables (wide & deep: FTRL for the wide
+// part, Adagrad for the deep part); the global step moves once per round, after every
+// group's update.
+SyncReplicasOps sync_replicas_minimize(const std::vector<OptimizerVars>& parts, const Output& loss, const Output& global_step,
+                                       int worker_index, const SyncReplicasOptions& options);
 
 // The workers' clocks, kept on one task: bounded staleness (SSP) and the end of training.
 struct WorkerTable {

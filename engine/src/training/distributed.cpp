@@ -66,11 +66,21 @@ std::function<std::string(const Node&)> replica_device_setter(int num_ps_tasks, 
 SyncReplicasOps sync_replicas_minimize(optim::Optimizer& opt, const Output& loss, const Output& global_step,
                                        int worker_index, const SyncReplicasOptions& options,
                                        const std::vector<Output>& var_list) {
+  return sync_replicas_minimize({{&opt, var_list}}, loss, global_step, worker_index, options);
+}
+
+SyncReplicasOps sync_replicas_minimize(const std::vector<OptimizerVars>& parts, const Output& loss, const Output& global_step,
+                                       int worker_index, const SyncReplicasOptions& options) {
   if (!global_step.valid()) throw Error(invalid_argument("sync_replicas_minimize: needs the global step variable"));
   if (options.replicas_to_aggregate < 1)
     throw Error(invalid_argument("sync_replicas_minimize: replicas_to_aggregate must be at least 1"));
+  if (parts.empty()) throw Error(invalid_argument("sync_replicas_minimize: no optimizer given"));
   Graph& g = *loss.graph();
-  optim::GradsAndVars grads = opt.compute_gradients(loss, var_list);
+  std::vector<optim::GradsAndVars> grads;
+  for (const OptimizerVars& p : parts) {
+    if (!p.optimizer) throw Error(invalid_argument("sync_replicas_minimize: a null optimizer"));
+    grads.push_back(p.optimizer->compute_gradients(loss, p.var_list));
+  }
   SyncReplicasOps out;
   // The apply step is built outside this scope, so that its slots are named as a plain
   // minimize() names them and checkpoints move between sync and async training.
@@ -79,39 +89,68 @@ SyncReplicasOps sync_replicas_minimize(optim::Optimizer& opt, const Output& loss
   out.local_step = placeholder(g, DType::i64, Shape{}, "local_step");
   std::vector<Operation> deposits;
   std::vector<Output> stale;
-  optim::GradsAndVars averaged;
-  for (auto& [gr, v] : grads) {
-    if (!gr.valid()) continue;
-    const std::string& var = v.node().name;
-    Output dense = gr.sparse() ? densify(gr, v) : gr.dense;
-    OnDevice on_ps(g, v.node().device);
-    NodeSpec put;
-    put.op = "AccumulatorApplyGradient";
-    put.name = "accumulate";
-    put.inputs = {out.local_step, dense};
-    put.attrs = {{"accumulator", var}, {"worker", int64_t{worker_index}}};
-    Operation deposit = dsl::add_op(g, std::move(put));
-    deposits.push_back(deposit);
-    NodeSpec take;
-    take.op = "AccumulatorTakeGradient";
-    take.name = "take";
-    take.inputs = {out.local_step};
-    take.control_inputs = {deposit};  // the chief's own gradient is in before it takes
-    take.attrs["accumulator"] = var;
-    take.attrs["dtype"] = v.dtype();
-    take.attrs["shape"] = v.shape();
-    take.attrs["num_required"] = int64_t{options.replicas_to_aggregate};
-    take.attrs["timeout_ms"] = options.timeout_ms;
-    Gradient mean;
-    mean.dense = dsl::add_op(g, std::move(take)).output(0);
-    averaged.emplace_back(mean, v);
-    stale.push_back(dsl::add(g, "AccumulatorNumStale", "num_stale", {}, {{"accumulator", var}}));
+  std::vector<optim::GradsAndVars> averaged(parts.size());
+  for (size_t part = 0; part < parts.size(); ++part) {
+    for (auto& [gr, v] : grads[part]) {
+      if (!gr.valid()) continue;
+      const std::string& var = v.node().name;
+      // A sparse gradient (a gather's) stays sparse on its way to the ps and there: the
+      // wire and the accumulator carry the rows touched, not the variable.
+      const bool sparse = gr.sparse();
+      Output indices, values;
+      if (sparse) {
+        std::vector<int64_t> rows = v.shape().dims();
+        if (rows.empty()) throw Error(invalid_argument("sync_replicas_minimize: a sparse gradient for scalar variable '" + var + "'"));
+        rows[0] = -1;
+        values = reshape(gr.values, Shape(rows), "values");
+        indices = reshape(gr.indices, Shape{-1}, "indices");
+      }
+      OnDevice on_ps(g, v.node().device);
+      NodeSpec put;
+      put.op = sparse ? "SparseAccumulatorApplyGradient" : "AccumulatorApplyGradient";
+      put.name = "accumulate";
+      put.inputs = sparse ? std::vector<Output>{out.local_step, values, indices} : std::vector<Output>{out.local_step, gr.dense};
+      put.attrs = {{"accumulator", var}, {"worker", int64_t{worker_index}}};
+      Operation deposit = dsl::add_op(g, std::move(put));
+      deposits.push_back(deposit);
+      NodeSpec take;
+      take.op = sparse ? "SparseAccumulatorTakeGradient" : "AccumulatorTakeGradient";
+      take.name = "take";
+      take.inputs = {out.local_step};
+      take.control_inputs = {deposit};  // the chief's own gradient is in before it takes
+      take.attrs["accumulator"] = var;
+      take.attrs["dtype"] = v.dtype();
+      take.attrs["shape"] = v.shape();
+      take.attrs["num_required"] = int64_t{options.replicas_to_aggregate};
+      take.attrs["timeout_ms"] = options.timeout_ms;
+      Operation taken = dsl::add_op(g, std::move(take));
+      Gradient mean;
+      if (sparse) {
+        mean.indices = taken.output(0);
+        mean.values = taken.output(1);
+      } else {
+        mean.dense = taken.output(0);
+      }
+      averaged[part].emplace_back(mean, v);
+      stale.push_back(dsl::add(g, "AccumulatorNumStale", "num_stale", {}, {{"accumulator", var}}));
+    }
   }
-  if (averaged.empty()) throw Error(invalid_argument("sync_replicas_minimize: no gradients for any variable"));
+  if (deposits.empty()) throw Error(invalid_argument("sync_replicas_minimize: no gradients for any variable"));
   scope.reset();
-  Operation apply = opt.apply_gradients(averaged, global_step, "sync_replicas_apply");
+  Output new_step;
+  if (parts.size() == 1) {
+    new_step = parts[0].optimizer->apply_gradients(averaged[0], global_step, "sync_replicas_apply").output(0);
+  } else {
+    // Several optimizers (a wide part's FTRL beside a deep part's Adagrad): the global
+    // step moves once, after every part's update, as TF's wide & deep estimators group them.
+    std::vector<Operation> applies;
+    for (size_t part = 0; part < parts.size(); ++part)
+      if (!averaged[part].empty())
+        applies.push_back(parts[part].optimizer->apply_gradients(averaged[part], Output(), "sync_replicas_apply"));
+    ControlDependencies after(g, applies);
+    new_step = assign_add(global_step, scalar_like(g, global_step.dtype(), 1, "sync_replicas_step/one"), "sync_replicas_step");
+  }
   scope.emplace(g, scope_name);  // ends in "/": re-entered as it stands
-  Output new_step = apply.output(0);
   const std::string& step_device = global_step.node().device;
   Operation advance;
   {
