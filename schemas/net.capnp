@@ -127,6 +127,24 @@ struct Shutdown {
   reason @0 :Text;
 }
 
+# The rendezvous store of a collective group (Gloo's rendezvous::Store), served by the
+# chief's daemon to the group's members over their authenticated connections: set a key,
+# or get it (not_found while absent; the member polls until its deadline). Keys live in
+# the namespace the member names (its job), bounded in size and count by the daemon.
+struct StoreRequest {
+  requestId @0 :UInt64;
+  set @1 :Bool;              # false: get
+  space @2 :Text;            # the namespace (a job's name)
+  key @3 :Text;
+  value @4 :Data;            # set only
+}
+
+struct StoreReply {
+  requestId @0 :UInt64;
+  status @1 :StepStatus;
+  value @2 :Data;            # get only
+}
+
 struct Frame {
   union {
     hello @0 :Hello;
@@ -142,5 +160,7 @@ struct Frame {
     credit @10 :Credit;
     cleanupStep @11 :CleanupStep;
     shutdown @12 :Shutdown;
+    storeRequest @13 :StoreRequest;
+    storeReply @14 :StoreReply;
   }
 }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "actorflow/collective.h"
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/ops/cuda_info.h"
 #include "actorflow/session.h"
@@ -29,6 +30,9 @@ class LocalSession final : public SessionImpl {
         device_(opts.intra_op_threads, 0, allocator_.get()) {
     env_.device = &device_;
     env_.resources = &resources_;
+    // The collective ops' group, found by their kernels among the session's resources.
+    if (opts.collective_group)
+      (void)resources_.get<CollectiveGroup>(kCollectiveGroupResource, [&] { return opts.collective_group; });
     env_.kernels = &kernels_;
     env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
     env_.colocate_cheap_ops = opts.optimizer.colocate_cheap_ops;

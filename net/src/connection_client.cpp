@@ -184,7 +184,7 @@ void DaemonClient::io_loop() {
 }
 
 bool DaemonClient::io_wanted() const {
-  return io_forced_ || !steps_.empty() || !registrations_.empty() || !watchers_.empty();
+  return io_forced_ || !steps_.empty() || !registrations_.empty() || !watchers_.empty() || !stores_.empty();
 }
 
 void DaemonClient::want_io() {
@@ -218,6 +218,9 @@ void DaemonClient::on_message(Message&& m) {
     if (auto* r = std::get_if<RegisteredMsg>(&m)) {
       auto it = registrations_.find(r->request_id);
       if (it != registrations_.end()) it->second = std::move(*r);
+    } else if (auto* r = std::get_if<StoreReplyMsg>(&m)) {
+      auto it = stores_.find(r->request_id);
+      if (it != stores_.end()) it->second = std::move(*r);
     } else if (auto* d = std::get_if<StepDoneMsg>(&m)) {
       auto it = steps_.find(d->step_id);
       if (it != steps_.end()) it->second = std::move(*d);
@@ -299,6 +302,28 @@ Status DaemonClient::request_shutdown(const std::string& reason, Clock::time_poi
   if (!cv_.wait_until(lock, deadline, [&] { return closed_.has_value(); }))
     return deadline_exceeded(who() + " did not close its connection after a Shutdown request");
   return Status::OK();
+}
+
+Result<StoreReplyMsg> DaemonClient::store(StoreRequestMsg m, Clock::time_point deadline) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_request_++;
+    stores_[id];
+    want_io();
+  }
+  m.request_id = id;
+  if (Status sent = conn_->send_checked(m); !sent.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stores_.erase(id);
+    return sent;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  Status s = wait(lock, deadline, [&] { return stores_[id].has_value(); }, "a rendezvous store request");
+  auto reply = std::move(stores_[id]);
+  stores_.erase(id);
+  if (!s.ok()) return s;
+  return std::move(*reply);
 }
 
 Result<uint64_t> DaemonClient::register_message(RegisterGraphMsg m, Clock::time_point deadline) {

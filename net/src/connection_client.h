@@ -83,6 +83,10 @@ class DaemonClient {
   // Tells the daemon that step `step` of partition `handle` failed elsewhere.
   void cleanup_step(uint64_t handle, uint64_t step, const Status& why);
 
+  // One request to the daemon's rendezvous store (a collective group's), answered by
+  // `deadline`: the reply's status is the daemon's (not_found for a key not set yet).
+  Result<StoreReplyMsg> store(StoreRequestMsg m, Clock::time_point deadline);
+
   // Sends Shutdown and waits for the daemon to close the connection.
   Status request_shutdown(const std::string& reason, Clock::time_point deadline);
 
@@ -123,6 +127,7 @@ class DaemonClient {
   uint64_t next_request_ = 1;
   std::map<uint64_t, std::optional<RegisteredMsg>> registrations_;
   std::map<uint64_t, std::optional<StepDoneMsg>> steps_;
+  std::map<uint64_t, std::optional<StoreReplyMsg>> stores_;
   std::map<uint64_t, std::function<void()>> watchers_;
   std::function<void(Message&&)> other_;
   std::function<void(const Status&)> on_close_;

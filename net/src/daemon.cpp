@@ -29,6 +29,7 @@
 #include "partition_service.h"
 #include "peer_table.h"
 #include "spin_wait.h"
+#include "store_service.h"
 #include "token.h"
 #include "worker_service.h"
 
@@ -84,6 +85,8 @@ struct NodeDaemon::Impl {
   std::unique_ptr<PeerTable> peers;
   std::shared_ptr<asio::ssl::context> tls_server;  // null: plain TCP
   std::unique_ptr<PartitionService> partitions;
+  // Collective groups' rendezvous keys (store_service.h).
+  StoreService store;
   // The same partitions, for sessions of this process (local_daemons.h).
   std::shared_ptr<LocalDaemon> local;
   // io thread only.
@@ -205,6 +208,11 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     log("shutdown requested by " + c->label() + (sd->reason.empty() ? std::string() : ": " + sd->reason));
     std::lock_guard<std::mutex> lock(stop_mu);
     if (!stop_started && !stopper.joinable()) stopper = std::thread([this] { stop_once(); });
+    return;
+  }
+  if (auto* sr = std::get_if<StoreRequestMsg>(&m)) {
+    // A map lookup or insert under a lock: answered from the io thread.
+    c->send(store.handle(*sr));
     return;
   }
   if (auto* a = std::get_if<CleanupStepMsg>(&m)) {

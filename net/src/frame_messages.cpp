@@ -125,6 +125,20 @@ struct Writer {
     write_status(m.status, b.initStatus());
   }
   void operator()(const ShutdownMsg& m) { f.initShutdown().setReason(text(m.reason)); }
+  void operator()(const StoreRequestMsg& m) {
+    auto b = f.initStoreRequest();
+    b.setRequestId(m.request_id);
+    b.setSet(m.set);
+    b.setSpace(text(m.space));
+    b.setKey(text(m.key));
+    b.setValue(bytes_of(m.value));
+  }
+  void operator()(const StoreReplyMsg& m) {
+    auto b = f.initStoreReply();
+    b.setRequestId(m.request_id);
+    write_status(m.status, b.initStatus());
+    b.setValue(bytes_of(m.value));
+  }
   void operator()(const CreditMsg& m) {
     auto b = f.initCredit();
     b.setSession(m.session);
@@ -136,7 +150,7 @@ struct Writer {
 // In the order of Message's alternatives, which is the Frame union's.
 constexpr const char* kMessageNames[] = {"Hello",   "AuthProof", "Welcome",    "RegisterGraph", "Registered",
                                          "RunStep", "StepDone",  "CloseGraph", "Heartbeat", "Edge", "Credit", "CleanupStep",
-                                         "Shutdown"};
+                                         "Shutdown", "StoreRequest", "StoreReply"};
 static_assert(std::size(kMessageNames) == std::variant_size_v<Message>);
 
 const char* frame_name(wire::Frame::Reader f) {
@@ -300,6 +314,26 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
       return Message{CleanupStepMsg{r.getHandle(), r.getStepId(), read_status(r.getStatus())}};
     }
     case wire::Frame::SHUTDOWN: return Message{ShutdownMsg{str(f.getShutdown().getReason())}};
+    case wire::Frame::STORE_REQUEST: {
+      auto r = f.getStoreRequest();
+      StoreRequestMsg m;
+      m.request_id = r.getRequestId();
+      m.set = r.getSet();
+      AF_ASSIGN_OR_RETURN(m.space, budget.text(r.getSpace(), "store namespace"));
+      AF_ASSIGN_OR_RETURN(m.key, budget.text(r.getKey(), "store key"));
+      AF_RETURN_IF_ERROR(budget.take(r.getValue().size(), "store value"));
+      m.value = to_string(r.getValue());
+      return Message{std::move(m)};
+    }
+    case wire::Frame::STORE_REPLY: {
+      auto r = f.getStoreReply();
+      StoreReplyMsg m;
+      m.request_id = r.getRequestId();
+      m.status = read_status(r.getStatus());
+      AF_RETURN_IF_ERROR(budget.take(r.getValue().size(), "store value"));
+      m.value = to_string(r.getValue());
+      return Message{std::move(m)};
+    }
     case wire::Frame::CREDIT: {
       auto r = f.getCredit();
       return Message{CreditMsg{r.getSession(), r.getEdge(), str(r.getToLocation())}};
@@ -343,6 +377,8 @@ struct SizeEstimate {
   void operator()(const CreditMsg& m) { str(m.to_location); }
   void operator()(const CleanupStepMsg& m) { str(m.status.message()); }
   void operator()(const ShutdownMsg& m) { str(m.reason); }
+  void operator()(const StoreRequestMsg& m) { str(m.space), str(m.key), str(m.value); }
+  void operator()(const StoreReplyMsg& m) { str(m.status.message()), str(m.value); }
 };
 
 // A thread's first segment for small frames: no calloc per frame. MallocMessageBuilder

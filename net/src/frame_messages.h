@@ -18,7 +18,8 @@ namespace actorflow::net {
 
 // 2: a frame's tensors are TensorMsg structs in its message (1 nested them as bytes).
 // 3: a daemon dialing a peer says role "daemon"; RegisterGraph names its container.
-inline constexpr uint32_t kProtoVersion = 3;
+// 4: StoreRequest / StoreReply (a collective group's rendezvous store).
+inline constexpr uint32_t kProtoVersion = 4;
 
 struct HelloMsg {
   uint32_t proto_version = kProtoVersion;
@@ -91,10 +92,24 @@ struct ShutdownMsg {
   std::string reason;
 };
 
+// A collective group's rendezvous store (net.capnp): set, or get (not_found while absent).
+struct StoreRequestMsg {
+  uint64_t request_id = 0;
+  bool set = false;
+  std::string space;
+  std::string key;
+  std::string value;
+};
+struct StoreReplyMsg {
+  uint64_t request_id = 0;
+  Status status;
+  std::string value;
+};
+
 // The order matches the Frame union of net.capnp: the header's type is index + 1.
 using Message = std::variant<HelloMsg, AuthProofMsg, WelcomeMsg, RegisterGraphMsg, RegisteredMsg, RunStepMsg,
                              StepDoneMsg, CloseGraphMsg, HeartbeatMsg, EdgeFrameMsg, CreditMsg, CleanupStepMsg,
-                             ShutdownMsg>;
+                             ShutdownMsg, StoreRequestMsg, StoreReplyMsg>;
 
 inline uint16_t frame_type(const Message& m) { return static_cast<uint16_t>(m.index() + 1); }
 const char* message_name(const Message& m);

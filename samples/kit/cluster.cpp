@@ -54,7 +54,7 @@ std::unique_ptr<afn::NodeDaemon> start_daemon(const afn::ClusterSpec& spec, cons
 }  // namespace
 
 std::unique_ptr<af::DeviceScope> ClusterTask::place(af::Graph& g) const {
-  if (!distributed) return nullptr;
+  if (!distributed || allreduce) return nullptr;
   return std::make_unique<af::DeviceScope>(g, af::train::replica_device_setter(static_cast<int>(ps.size()), device, ps_strategy));
 }
 
@@ -75,7 +75,7 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   co.launcher.num_ps = f.num_ps;
   co.launcher.mpi_hosts = f.mpi_hosts;
   auto spec = afn::resolve_cluster(co);
-  const std::vector<std::string> cluster_only = {"--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
+  const std::vector<std::string> cluster_only = {"--strategy", "--allreduce_bucket_bytes", "--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
                                                  "--replication", "--ps_strategy", "--sync_timeout_ms", "--step_timeout_ms", "--clock_log",
                                                  "--heartbeat_ms", "--peer_timeout_ms", "--trusted_network"};
   if (!spec.ok()) {
@@ -93,7 +93,19 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   t->self = spec->self().to_string();
   const std::string& job = spec->self().job;
   if (job == "evaluator") fail(program, "an evaluator task is not supported yet: run inference from the chief's checkpoints");
-  if (spec->num_tasks("ps") == 0) fail(program, "the cluster has no ps task: pass --ps_hosts (or a ps job in TF_CONFIG)");
+  const bool allreduce = f.strategy == "allreduce";
+  if (allreduce) {
+    if (spec->num_tasks("ps") > 0)
+      fail(program, "--strategy allreduce has no ps tasks: every worker holds the model (drop --ps_hosts, or the ps job)");
+    std::string unused = unsupported_flags(f, {"--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
+                                                "--replication", "--ps_strategy", "--sync_timeout_ms", "--clock_log"},
+                                           "to --strategy allreduce (synchronous by construction, no ps)");
+    if (!unused.empty()) fail(program, unused);
+  } else if (spec->num_tasks("ps") == 0) {
+    fail(program, "the cluster has no ps task: pass --ps_hosts (or a ps job in TF_CONFIG), or train with --strategy allreduce");
+  }
+  if (!allreduce && f.given.count("--allreduce_bucket_bytes"))
+    fail(program, "--allreduce_bucket_bytes applies to --strategy allreduce only");
   for (int i = 0; i < spec->num_tasks("ps"); ++i) t->ps.push_back(*spec->address({"ps", i}));
   if (f.mode == "export" || f.mode == "inference")
     fail(program, "--mode " + f.mode + " runs on one process: drop the cluster flags");
@@ -132,6 +144,19 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   t->in_graph = in_graph;
   t->daemon = start_daemon(*spec, f, program);
   auto self = spec->self_address();
+  if (allreduce) {
+    // The whole graph runs in this process; the daemon serves the group's rendezvous
+    // store (the chief's is the one used) and answers the others' liveness probes.
+    t->allreduce = true;
+    std::vector<afn::TaskName> training;
+    for (const char* j : {"chief", "master", "worker"})
+      for (int i = 0; i < spec->num_tasks(j); ++i) training.push_back({j, i});
+    for (const afn::TaskName& member : training) {
+      t->members.push_back(member.to_string());
+      t->member_daemons.push_back(*spec->address(member));
+    }
+    return t;
+  }
   t->target = t->self + "=af://" + self->to_string();
   for (size_t i = 0; i < t->ps.size(); ++i) {
     std::string name = "/job:ps/task:" + std::to_string(i);

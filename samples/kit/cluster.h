@@ -37,6 +37,12 @@ struct ClusterTask {
   bool in_graph = false;
   std::vector<std::string> tower_devices;
   actorflow::train::PsStrategy ps_strategy = actorflow::train::PsStrategy::round_robin;
+  // --strategy allreduce: no ps; every training task holds the whole model in its own
+  // session and all-reduces its gradients with the others (allreduce_trainer.h). The
+  // training tasks' names and daemon addresses by rank (= worker), the chief's first.
+  bool allreduce = false;
+  std::vector<std::string> members;
+  std::vector<actorflow::net::HostPort> member_daemons;
   std::unique_ptr<actorflow::net::NodeDaemon> daemon;
 
   // The variables of the model built while the returned scope lives go to the ps tasks

@@ -141,6 +141,16 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
       ->capture_default_str()
       ->check(CLI::Range(1, 65535));
   app.add_option("--mpi_hosts", f.mpi_hosts, "Open MPI: the hosts, e.g. n[1-4]");
+  app.add_option("--strategy", f.strategy,
+                 "ps (parameter servers hold the variables) | allreduce (every worker a replica; gradients averaged "
+                 "with Gloo's all-reduce, no ps tasks)")
+      ->check(one_of({"ps", "allreduce"}, "a strategy"))
+      ->capture_default_str();
+  app.add_option("--allreduce_bucket_bytes", f.allreduce_bucket_bytes,
+                 "allreduce: gradients are all-reduced in buckets of about this many bytes, each as soon as its "
+                 "gradients exist (0: one all-reduce per gradient)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--sync_mode", f.sync_mode, "async|sync|ssp: how the workers' updates meet on the ps")
       ->check(one_of({"async", "sync", "ssp"}, "an update mode"))
       ->capture_default_str();

@@ -43,6 +43,8 @@ struct Flags {
   int num_ps = 0;              // Slurm / Open MPI: the first ranks that are ps tasks
   int base_port = 2222;        // Slurm / Open MPI: port of a node's first task
   std::string mpi_hosts;       // Open MPI: the hosts
+  std::string strategy = "ps";       // ps|allreduce: parameter servers, or replicas that all-reduce gradients
+  int64_t allreduce_bucket_bytes = 512 << 10;  // allreduce: gradients per all-reduce (0: one each)
   std::string sync_mode = "async";  // async|sync|ssp
   int replicas_to_aggregate = 0;    // sync: gradients per round (0: workers - backup_workers)
   int backup_workers = 0;           // sync: workers beyond those a round waits for

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "allreduce_trainer.h"
 #include "distributed_trainer.h"
 #include "progress.h"
 
@@ -208,28 +209,34 @@ std::string row_text(const af::Tensor& t, int64_t r) {
 int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const std::string& sample_name,
              af::optim::Optimizer* optimizer, ClusterTask* task, const std::function<Model(af::Graph&)>& build_tower) {
   if (task && task->distributed) {
-    auto r = task->in_graph ? train_in_graph(g, m, build_tower, data, f, *task)
-                            : train_distributed(g, m, data, f, *task, optimizer);
+    af::Result<TrainResult> r = af::invalid_argument("no training loop");
+    if (task->allreduce) {
+      r = train_allreduce(g, m, data, f, *task, optimizer);
+    } else {
+      r = task->in_graph ? train_in_graph(g, m, build_tower, data, f, *task) : train_distributed(g, m, data, f, *task, optimizer);
+    }
     if (!r.ok()) {
       std::cerr << sample_name << ": " << r.status().to_string() << "\n";
       return 1;
     }
     if (!task->is_chief) {
       std::printf("RESULT sample=%s role=worker task=%s global_step=%lld seconds=%.1f examples_per_second=%.0f "
-                  "first_loss=%.4f final_loss=%.4f wire_bytes_per_step=%.0f model_bytes=%lld\n",
+                  "first_loss=%.4f final_loss=%.4f wire_bytes_per_step=%.0f model_bytes=%lld strategy=%s "
+                  "allreduce_bytes_per_step=%.0f\n",
                   sample_name.c_str(), task->self.c_str(), static_cast<long long>(r->steps), r->seconds,
                   r->examples_per_second, r->first_loss, r->last_loss, r->wire_bytes_per_step,
-                  static_cast<long long>(r->model_bytes));
+                  static_cast<long long>(r->model_bytes), f.strategy.c_str(), r->allreduce_bytes_per_step);
       std::fflush(stdout);  // whole, before the daemon's last log lines
       return 0;
     }
     std::printf("RESULT sample=%s model=%s role=chief replication=%s sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
                 "steps=%lld seconds=%.1f examples_per_second=%.0f steady_examples_per_second=%.0f first_loss=%.4f final_loss=%.4f "
-                "wire_bytes_per_step=%.0f model_bytes=%lld\n",
+                "wire_bytes_per_step=%.0f model_bytes=%lld strategy=%s allreduce_bytes_per_step=%.0f\n",
                 sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
                 r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
                 r->steady_examples_per_second,
-                r->first_loss, r->last_loss, r->wire_bytes_per_step, static_cast<long long>(r->model_bytes));
+                r->first_loss, r->last_loss, r->wire_bytes_per_step, static_cast<long long>(r->model_bytes), f.strategy.c_str(),
+                r->allreduce_bytes_per_step);
     std::fflush(stdout);
     return 0;
   }

@@ -12,6 +12,8 @@
 
 namespace actorflow {
 
+class CollectiveGroup;  // actorflow/collective.h
+
 // Plan-time graph passes (TensorFlow's Grappler), each switchable. They run once per kind
 // of step, on a copy of the plan's nodes; results are bit for bit those of the graph as
 // written.
@@ -78,6 +80,10 @@ struct SessionOptions {
   // variables and coordination state until it stops, whoever is connected (a hung or
   // cut-off ps loses nothing); a session's own ("") go when its last partition is closed.
   std::string shared_container;
+  // The group this session's collective ops (CollectiveAllReduce, CollectiveBroadcast)
+  // reduce with: all-reduce training's replicas, one session per process. In-process
+  // sessions only; null: a collective op fails its step saying there is no group.
+  std::shared_ptr<CollectiveGroup> collective_group;
 };
 
 // Per-run settings, as TF's RunOptions.

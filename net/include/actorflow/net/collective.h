@@ -1,0 +1,67 @@
+// A CollectiveGroup (actorflow/collective.h) on Gloo, the library PyTorch's DDP uses on
+// CPU: Gloo's own TCP pairs carry the all-reduce; the rendezvous (each member's Gloo
+// address) goes through a store served by one daemon of the cluster (the chief's), over
+// the members' authenticated connections to it. No shared file system.
+//
+// A group is made once per process and formed (connected) before its first op; when an op
+// fails (a member lost, a timeout) every later op fails at once until form() is called
+// again: rank 0 then publishes a new generation in the store and the others, waiting for a
+// generation they have not used, join it.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actorflow/collective.h"
+#include "actorflow/net/cluster_spec.h"
+
+namespace actorflow::net {
+
+struct GlooGroupOptions {
+  int rank = 0;
+  int size = 1;
+  // The daemon serving the store (the chief's), and the namespace of this group's keys
+  // there (a job's name: groups of other jobs on that daemon never meet).
+  HostPort store;
+  std::string space = "allreduce";
+  // The cluster token; empty: the environment's (ACTORFLOW_TOKEN or ACTORFLOW_TOKEN_FILE),
+  // as every task reads it.
+  std::string token;
+  // Every member's task name and daemon address, by rank: errors name the member lost
+  // (its daemon no longer accepts connections).
+  std::vector<std::string> member_names;
+  std::vector<HostPort> member_daemons;
+  // The address Gloo's TCP pairs listen on (this task's host).
+  std::string listen_host = "127.0.0.1";
+  // An op not finished after this long fails (and the group with it); also the longest a
+  // bucket waits for the one before it.
+  int64_t timeout_ms = 60000;
+};
+
+class GlooGroup : public CollectiveGroup {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static Result<std::shared_ptr<GlooGroup>> create(GlooGroupOptions options);
+  // (Re)forms the group by `deadline`: rank 0 publishes a new generation, the others wait
+  // for one they have not joined yet; then Gloo connects every pair. Ops started before
+  // this returns fail.
+  virtual Status form(Clock::time_point deadline) = 0;
+  // The generation last formed ("" before the first).
+  virtual std::string generation() const = 0;
+  // Bytes this process's all-reduce and broadcast sent on Gloo's pairs, as the
+  // algorithms count them (each segment once).
+  virtual uint64_t bytes_sent() const = 0;
+};
+
+// TCP bytes this process's open sockets have had acknowledged by their peers and have
+// received (the kernel's tcp_info, summed over /proc/self/fd): what actually crossed the
+// wire, whoever sent it.
+struct TcpBytes {
+  uint64_t acked = 0;
+  uint64_t received = 0;
+};
+TcpBytes process_tcp_bytes();
+
+}  // namespace actorflow::net

@@ -1,0 +1,548 @@
+// GlooGroup (actorflow/net/collective.h): Gloo's TCP transport for the reductions, our
+// daemon's StoreService for the rendezvous. One thread per group runs the collectives in
+// the order every member agrees on (a step's buckets 0, 1, ...); kernels hand it work and
+// get called back, so no scheduler thread waits on the network.
+#include "actorflow/net/collective.h"
+
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "connection_client.h"
+#include "token.h"
+
+namespace actorflow::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status unavailable(std::string m) { return {Code::unavailable, std::move(m)}; }
+
+// The kernel's tcp_info beyond glibc's copy of it (linux/tcp.h, which cannot be included
+// beside netinet/tcp.h): the byte counters follow the two pacing rates.
+struct TcpInfoWithBytes {
+  tcp_info base;
+  uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+};
+static_assert(sizeof(tcp_info) == 104, "glibc's tcp_info ends at tcpi_total_retrans");
+
+constexpr auto kStorePoll = std::chrono::milliseconds(10);
+constexpr auto kStoreRequestTimeout = std::chrono::seconds(5);
+constexpr const char* kGenerationKey = "generation";
+
+// Gloo's Store reports failures by throwing; these never leave this file (form() and the
+// group's thread catch every exception).
+struct StoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The member's connection to the store's daemon, re-dialed when it drops (the chief's
+// daemon restarted), every request bounded by the caller's deadline.
+class DaemonStoreClient {
+ public:
+  DaemonStoreClient(HostPort where, std::string token, std::string space)
+      : where_(std::move(where)), token_(std::move(token)), space_(std::move(space)) {}
+
+  // The reply to one request, retried over a new connection until `deadline`.
+  Result<StoreReplyMsg> request(const StoreRequestMsg& m, Clock::time_point deadline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Status last = unavailable("no attempt");
+    for (int attempt = 0; attempt < 1000 && Clock::now() < deadline; ++attempt) {
+      if (!client_ || !client_->alive()) {
+        client_.reset();
+        auto c = DaemonClient::connect(where_.host, where_.port, token_, "af://" + where_.to_string(),
+                                       std::min(deadline, Clock::now() + kStoreRequestTimeout));
+        if (!c.ok()) {
+          last = c.status();
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        client_ = std::move(*c);
+      }
+      StoreRequestMsg req = m;
+      req.space = space_;
+      auto r = client_->store(std::move(req), std::min(deadline, Clock::now() + kStoreRequestTimeout));
+      if (r.ok()) return r;
+      last = r.status();
+    }
+    return Status(Code::unavailable, "the rendezvous store at " + where_.to_string() + " did not answer: " + last.message());
+  }
+
+  Status set(const std::string& key, const std::string& value, Clock::time_point deadline) {
+    StoreRequestMsg m;
+    m.set = true;
+    m.key = key;
+    m.value = value;
+    AF_ASSIGN_OR_RETURN(auto r, request(m, deadline));
+    return r.status;
+  }
+  // The value, or not_found.
+  Result<std::string> get(const std::string& key, Clock::time_point deadline) {
+    StoreRequestMsg m;
+    m.key = key;
+    AF_ASSIGN_OR_RETURN(auto r, request(m, deadline));
+    if (!r.status.ok()) return r.status;
+    return std::move(r.value);
+  }
+
+ private:
+  HostPort where_;
+  std::string token_;
+  std::string space_;
+  std::mutex mu_;
+  std::unique_ptr<DaemonClient> client_;
+};
+
+// Gloo's view of the store for one generation's rendezvous. `abandon` is asked while
+// waiting: a member whose generation was superseded gives up at once.
+class GenerationStore final : public gloo::rendezvous::Store {
+ public:
+  GenerationStore(DaemonStoreClient& client, Clock::time_point deadline, std::function<bool()> abandon)
+      : client_(client), deadline_(deadline), abandon_(std::move(abandon)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Status s = client_.set(key, std::string(data.begin(), data.end()), deadline_);
+    if (!s.ok()) throw StoreError(s.to_string());
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key});
+    auto v = client_.get(key, deadline_);
+    if (!v.ok()) throw StoreError(v.status().to_string());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, std::chrono::milliseconds(0)); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    auto until = timeout.count() > 0 ? std::min(deadline_, Clock::now() + timeout) : deadline_;
+    for (const auto& key : keys) {
+      while (true) {
+        auto v = client_.get(key, until);
+        if (v.ok()) break;
+        if (v.status().code() != Code::not_found) throw StoreError(v.status().to_string());
+        if (abandon_ && abandon_()) throw StoreError("a newer generation of the group was published");
+        if (Clock::now() + kStorePoll >= until) throw StoreError("timed out waiting for '" + key + "' in the rendezvous store");
+        std::this_thread::sleep_for(kStorePoll);
+      }
+    }
+  }
+
+ private:
+  DaemonStoreClient& client_;
+  Clock::time_point deadline_;
+  std::function<bool()> abandon_;
+};
+
+// True when something accepts TCP connections at `hp` within `timeout`.
+bool accepts_connections(const HostPort& hp, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(hp.host.c_str(), std::to_string(hp.port).c_str(), &hints, &res) != 0 || !res) return false;
+  bool ok = false;
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    int rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    if (rc == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, static_cast<int>(timeout.count())) == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ok = getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      }
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
+
+struct Op {
+  bool broadcast = false;
+  int bucket = 0, num_buckets = 1;
+  bool average = true;
+  std::vector<Tensor> inputs, outputs;
+  CollectiveGroup::Done done;
+  Clock::time_point queued;
+};
+
+template <typename T>
+void scale(T* p, size_t n, T by) {
+  for (size_t i = 0; i < n; ++i) p[i] *= by;
+}
+
+class GlooGroupImpl final : public GlooGroup {
+ public:
+  GlooGroupImpl(GlooGroupOptions o, std::string token)
+      : opts_(std::move(o)), store_(opts_.store, std::move(token), opts_.space) {
+    std::random_device rd;
+    incarnation_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~GlooGroupImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+    fail_queued(cancelled("the collective group was closed"));
+  }
+
+  int rank() const override { return opts_.rank; }
+  int size() const override { return opts_.size; }
+  std::string generation() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return generation_;
+  }
+  uint64_t bytes_sent() const override { return bytes_sent_.load(); }
+
+  void all_reduce(std::vector<Tensor> inputs, std::vector<Tensor> outputs, int bucket, int num_buckets, bool average,
+                  Done done) override {
+    Op op;
+    op.inputs = std::move(inputs);
+    op.outputs = std::move(outputs);
+    op.bucket = bucket;
+    op.num_buckets = num_buckets;
+    op.average = average;
+    op.done = std::move(done);
+    enqueue(std::move(op));
+  }
+  void broadcast(std::vector<Tensor> inputs, std::vector<Tensor> outputs, Done done) override {
+    Op op;
+    op.broadcast = true;
+    op.inputs = std::move(inputs);
+    op.outputs = std::move(outputs);
+    op.done = std::move(done);
+    enqueue(std::move(op));
+  }
+
+  Status form(Clock::time_point deadline) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      context_.reset();
+      broken_ = unavailable("the collective group is being formed");
+      next_bucket_ = 0;
+    }
+    fail_queued(unavailable("the collective group is being formed again"));
+    Status last = unavailable("no attempt");
+    for (int attempt = 0; attempt < 10000 && Clock::now() < deadline; ++attempt) {
+      std::string gen;
+      if (opts_.rank == 0) {
+        gen = std::to_string(incarnation_) + "." + std::to_string(++formed_);
+        if (Status s = store_.set(kGenerationKey, gen, deadline); !s.ok()) return s;
+      } else {
+        // A generation this member has not joined yet: rank 0 publishes one each time
+        // it forms the group, so a member never rejoins a group already torn down.
+        while (true) {
+          auto v = store_.get(kGenerationKey, deadline);
+          if (v.ok() && *v != joined_) {
+            gen = *v;
+            break;
+          }
+          if (!v.ok() && v.status().code() != Code::not_found) return v.status();
+          if (Clock::now() + kStorePoll >= deadline)
+            return deadline_exceeded(member(0) + " published no new generation of the collective group in time");
+          std::this_thread::sleep_for(kStorePoll);
+        }
+      }
+      auto connect_deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(opts_.timeout_ms));
+      GenerationStore gs(store_, connect_deadline, [this, &gen, connect_deadline] {
+        if (opts_.rank == 0) return false;
+        auto v = store_.get(kGenerationKey, connect_deadline);
+        return v.ok() && *v != gen;
+      });
+      try {
+        // A fresh listener per generation: a member still holding an older generation's
+        // addresses finds nothing there instead of a pair of the new one.
+        gloo::transport::tcp::attr attr;
+        attr.hostname = opts_.listen_host;
+        auto device = gloo::transport::tcp::CreateDevice(attr);
+        gloo::rendezvous::PrefixStore prefixed(gen, gs);
+        auto ctx = std::make_shared<gloo::rendezvous::Context>(opts_.rank, opts_.size);
+        ctx->setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
+        ctx->connectFullMesh(prefixed, device);
+        std::lock_guard<std::mutex> lock(mu_);
+        context_ = std::move(ctx);
+        generation_ = gen;
+        joined_ = gen;
+        broken_ = Status::OK();
+        next_bucket_ = 0;
+        ops_run_ = 0;
+        return Status::OK();
+      } catch (const std::exception& e) {
+        last = unavailable(std::string("forming the collective group (generation ") + gen + ") failed: " + e.what());
+      }
+      if (opts_.rank != 0) joined_ = gen;  // wait for the next one
+    }
+    return Status(Code::deadline_exceeded, last.message());
+  }
+
+ private:
+  std::string member(int r) const {
+    return r >= 0 && r < static_cast<int>(opts_.member_names.size()) ? opts_.member_names[static_cast<size_t>(r)]
+                                                                     : "rank " + std::to_string(r);
+  }
+
+  void enqueue(Op op) {
+    op.queued = Clock::now();
+    Status broken;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken = broken_;
+      if (broken.ok()) {
+        queue_.push_back(std::move(op));
+        cv_.notify_all();
+        return;
+      }
+    }
+    op.done(broken);  // at once, on the kernel's thread, as a failed kernel does
+  }
+
+  void fail_queued(const Status& s) {
+    std::deque<Op> q;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      q.swap(queue_);
+    }
+    for (auto& op : q) op.done(s);
+  }
+
+  // The members whose daemons no longer accept connections, for the error.
+  std::string lost_members() const {
+    std::string lost;
+    for (int r = 0; r < opts_.size; ++r) {
+      if (r == opts_.rank || r >= static_cast<int>(opts_.member_daemons.size())) continue;
+      const HostPort& hp = opts_.member_daemons[static_cast<size_t>(r)];
+      if (!accepts_connections(hp, std::chrono::milliseconds(300)))
+        lost += (lost.empty() ? "" : ", ") + member(r) + " (its daemon at " + hp.to_string() + " refuses connections)";
+    }
+    return lost;
+  }
+
+  // The group failed: this op and every queued one fail with `why`, and so does every
+  // op until the next form().
+  void fail_group(Op& op, const std::string& why, bool timed_out) {
+    std::string lost = lost_members();
+    Status s = lost.empty()
+                   ? Status(timed_out ? Code::deadline_exceeded : Code::unavailable,
+                            "the collective group failed (" + why + "); every member's daemon still answers")
+                   : Status(Code::unavailable, "lost " + lost + ": the collective group failed (" + why + ")");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken_ = s;
+      context_.reset();
+    }
+    op.done(s);
+    fail_queued(s);
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      // The next op in the agreed order: bucket next_bucket_ of the step under way; a
+      // broadcast only between steps.
+      auto it = queue_.begin();
+      for (; it != queue_.end(); ++it)
+        if (it->broadcast ? next_bucket_ == 0 : it->bucket == next_bucket_) break;
+      if (it == queue_.end()) {
+        if (queue_.empty()) {
+          cv_.wait(lock);
+          continue;
+        }
+        // Work waits for a bucket that has not come: the step failed here, or the graph
+        // differs between members. Bounded like any collective.
+        auto oldest = queue_.front().queued;
+        for (auto& q : queue_) oldest = std::min(oldest, q.queued);
+        auto limit = oldest + std::chrono::milliseconds(opts_.timeout_ms);
+        if (Clock::now() < limit) {
+          cv_.wait_until(lock, limit);
+          continue;
+        }
+        Op op = std::move(queue_.front());
+        queue_.pop_front();
+        lock.unlock();
+        fail_group(op, "bucket " + std::to_string(next_bucket_) + " of this step never started here within " +
+                           std::to_string(opts_.timeout_ms) + " ms",
+                   true);
+        lock.lock();
+        continue;
+      }
+      Op op = std::move(*it);
+      queue_.erase(it);
+      auto ctx = context_;
+      Status broken = broken_;
+      // The same on every member: ops run in the same order from each form() on.
+      uint32_t tag = static_cast<uint32_t>(++ops_run_);
+      if (!op.broadcast) next_bucket_ = (op.bucket + 1) % std::max(1, op.num_buckets);
+      lock.unlock();
+      if (!broken.ok() || !ctx) {
+        op.done(broken.ok() ? unavailable("the collective group is not formed") : broken);
+      } else {
+        std::string error;
+        bool timed_out = false;
+        try {
+          if (op.broadcast) run_broadcast(ctx, op, tag);
+          else run_all_reduce(ctx, op, tag);
+        } catch (const gloo::IoException& e) {
+          error = e.what();
+          timed_out = std::string(e.what()).find("imed out") != std::string::npos;
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        if (error.empty()) op.done(Status::OK());
+        else fail_group(op, error, timed_out);
+      }
+      lock.lock();
+    }
+  }
+
+  void run_all_reduce(const std::shared_ptr<gloo::Context>& ctx, Op& op, uint32_t tag) {
+    const DType dt = op.inputs.front().dtype();
+    size_t total = 0;
+    for (auto& t : op.inputs) total += static_cast<size_t>(t.num_elements());
+    const size_t esize = dtype_size(dt);
+    fusion_.resize(total * esize);
+    size_t at = 0;
+    for (auto& t : op.inputs) {
+      std::memcpy(fusion_.data() + at, t.raw_data(), t.bytes());
+      at += t.bytes();
+    }
+    if (opts_.size > 1 && total > 0) {
+      gloo::AllreduceOptions o(ctx);
+      o.setTag(tag);
+      o.setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
+      o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      if (dt == DType::f32) {
+        o.setOutput(reinterpret_cast<float*>(fusion_.data()), total);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      } else {
+        o.setOutput(reinterpret_cast<double*>(fusion_.data()), total);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+      }
+      gloo::allreduce(o);
+      bytes_sent_ += static_cast<uint64_t>(2.0 * (opts_.size - 1) / opts_.size * static_cast<double>(total * esize));
+    }
+    if (op.average && opts_.size > 1) {
+      if (dt == DType::f32) scale(reinterpret_cast<float*>(fusion_.data()), total, 1.0f / static_cast<float>(opts_.size));
+      else scale(reinterpret_cast<double*>(fusion_.data()), total, 1.0 / static_cast<double>(opts_.size));
+    }
+    at = 0;
+    for (auto& t : op.outputs) {
+      std::memcpy(t.raw_data(), fusion_.data() + at, t.bytes());
+      at += t.bytes();
+    }
+  }
+
+  void run_broadcast(const std::shared_ptr<gloo::Context>& ctx, Op& op, uint32_t tag) {
+    size_t total = 0;
+    for (auto& t : op.inputs) total += t.bytes();
+    fusion_.resize(total);
+    size_t at = 0;
+    for (auto& t : op.inputs) {
+      if (t.bytes()) std::memcpy(fusion_.data() + at, t.raw_data(), t.bytes());
+      at += t.bytes();
+    }
+    if (opts_.size > 1 && total > 0) {
+      gloo::BroadcastOptions o(ctx);
+      o.setTag(tag);
+      o.setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
+      o.setRoot(0);
+      o.setOutput(reinterpret_cast<uint8_t*>(fusion_.data()), total);
+      gloo::broadcast(o);
+      if (opts_.rank == 0) bytes_sent_ += static_cast<uint64_t>(total) * static_cast<uint64_t>(opts_.size - 1);
+    }
+    at = 0;
+    for (auto& t : op.outputs) {
+      if (t.bytes()) std::memcpy(t.raw_data(), fusion_.data() + at, t.bytes());
+      at += t.bytes();
+    }
+  }
+
+  GlooGroupOptions opts_;
+  DaemonStoreClient store_;
+  uint64_t incarnation_ = 0;
+  uint64_t formed_ = 0;
+  std::string joined_;  // the generation this member joined last (form() only)
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::vector<char> fusion_;  // the group thread's
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;
+  std::shared_ptr<gloo::Context> context_;
+  std::string generation_;
+  Status broken_ = unavailable("the collective group is not formed yet");
+  int next_bucket_ = 0;
+  uint64_t ops_run_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<GlooGroup>> GlooGroup::create(GlooGroupOptions options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
+    return invalid_argument("rank " + std::to_string(options.rank) + " is not in a group of " + std::to_string(options.size));
+  if (options.timeout_ms < 1) return invalid_argument("the collective timeout must be at least 1 ms");
+  Result<std::string> token = options.token;
+  if (options.token.empty()) token = load_token();
+  if (!token.ok() && token.status().code() != Code::not_found) return token.status();
+  try {  // fails early on an address this host cannot listen on
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.listen_host;
+    (void)gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return unavailable(std::string("Gloo cannot listen on ") + options.listen_host + ": " + e.what());
+  }
+  return std::shared_ptr<GlooGroup>(std::make_shared<GlooGroupImpl>(std::move(options), token.ok() ? *token : std::string()));
+}
+
+TcpBytes process_tcp_bytes() {
+  TcpBytes out;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return out;
+  const int self = dirfd(d);
+  int seen = 0;
+  while (dirent* e = readdir(d)) {
+    if (++seen > 65536) break;
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (!end || *end != '\0' || fd == self) continue;
+    TcpInfoWithBytes info{};
+    socklen_t len = sizeof info;
+    if (getsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
+    if (len < sizeof info) continue;
+    out.acked += info.bytes_acked;
+    out.received += info.bytes_received;
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace actorflow::net

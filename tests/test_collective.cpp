@@ -1,0 +1,325 @@
+// All-reduce training's pieces in one process: ranks are threads, each with its own graph,
+// session and Gloo group, meeting through the rendezvous store of a daemon of this process.
+#include <doctest/doctest.h>
+
+#include <actorflow/actorflow.h>
+
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace af = actorflow;
+namespace afn = actorflow::net;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const char* kToken = "collective-test-token-0123456789";
+constexpr int kFeatures = 4, kClasses = 3;
+
+std::unique_ptr<afn::NodeDaemon> start_store_daemon() {
+  afn::DaemonOptions o;
+  o.task = "/job:worker/task:0";
+  o.token = kToken;
+  o.log = [](const std::string&) {};
+  auto d = afn::NodeDaemon::start(o);
+  REQUIRE(d.ok());
+  return std::move(d).value();
+}
+
+// A port nothing listens on: a member whose daemon is gone.
+uint16_t dead_port() {
+  afn::DaemonOptions o;
+  o.token = kToken;
+  o.log = [](const std::string&) {};
+  auto d = afn::NodeDaemon::start(o);
+  REQUIRE(d.ok());
+  uint16_t p = (*d)->port();
+  (*d)->stop();
+  return p;
+}
+
+// Examples k*rows .. (k+1)*rows-1 of a fixed data set.
+void batch(int64_t first, int64_t rows, af::Tensor* x, af::Tensor* y) {
+  *x = af::Tensor(af::DType::f32, af::Shape{rows, kFeatures});
+  *y = af::Tensor(af::DType::i64, af::Shape{rows});
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t e = first + r;
+    for (int j = 0; j < kFeatures; ++j) x->data<float>()[r * kFeatures + j] = std::sin(0.7f * static_cast<float>(e * kFeatures + j));
+    y->data<int64_t>()[r] = (e * 7) % kClasses;
+  }
+}
+
+struct Model {
+  af::Graph g;
+  af::Output x, y, loss, w, b, step;
+  af::Operation train, sync;
+  std::unique_ptr<af::optim::GradientDescent> opt;
+};
+
+// Softmax regression trained by SGD; with a group, through allreduce_minimize.
+std::unique_ptr<Model> build(int64_t seed, bool allreduce, int64_t bucket_bytes = 1 << 20) {
+  auto m = std::make_unique<Model>();
+  m->g.set_seed(seed);
+  m->x = af::placeholder(m->g, af::DType::f32, af::Shape{-1, kFeatures}, "x");
+  m->y = af::placeholder(m->g, af::DType::i64, af::Shape{-1}, "y");
+  m->w = af::variable(m->g, af::Shape{kFeatures, kClasses}, af::glorot_uniform(), "w");
+  m->b = af::variable(m->g, af::Shape{kClasses}, af::random_uniform_initializer(-0.1, 0.1), "b");
+  m->loss = af::mean(af::sparse_softmax_cross_entropy(af::matmul(m->x, m->w) + m->b, m->y));
+  m->step = af::train::global_step(m->g);
+  m->opt = std::make_unique<af::optim::GradientDescent>(0.5);
+  if (allreduce) {
+    af::train::AllReduceOptions o;
+    o.bucket_bytes = bucket_bytes;
+    m->train = af::train::allreduce_minimize(*m->opt, m->loss, m->step, o);
+    m->sync = af::train::broadcast_variables(m->g);
+  } else {
+    m->train = m->opt->minimize(m->loss, {}, m->step);
+  }
+  return m;
+}
+
+std::vector<float> values(af::Session& s, const Model& m) {
+  auto out = s.run({m.w, m.b});
+  REQUIRE(out.ok());
+  std::vector<float> v((*out)[0].data<float>(), (*out)[0].data<float>() + (*out)[0].num_elements());
+  v.insert(v.end(), (*out)[1].data<float>(), (*out)[1].data<float>() + (*out)[1].num_elements());
+  return v;
+}
+
+afn::GlooGroupOptions group_options(int rank, int n, const afn::NodeDaemon& d, int64_t timeout_ms = 20000) {
+  afn::GlooGroupOptions o;
+  o.rank = rank;
+  o.size = n;
+  o.store = {"127.0.0.1", d.port()};
+  o.space = "test";
+  o.token = kToken;
+  o.timeout_ms = timeout_ms;
+  for (int r = 0; r < n; ++r) {
+    o.member_names.push_back("/job:worker/task:" + std::to_string(r));
+    o.member_daemons.push_back({"127.0.0.1", d.port()});
+  }
+  return o;
+}
+
+// Rank `rank` of n trains `steps` steps of `per_rank` examples (its slice of each global
+// batch) and returns its final weights.
+std::vector<float> train_rank(int rank, int n, const afn::NodeDaemon& d, int steps, int64_t per_rank, int64_t bucket_bytes) {
+  auto m = build(100 + rank, true, bucket_bytes);  // different initial values: the broadcast makes them rank 0's
+  auto group = afn::GlooGroup::create(group_options(rank, n, d));
+  REQUIRE(group.ok());
+  af::SessionOptions so;
+  so.collective_group = *group;
+  so.step_timeout_ms = 30000;
+  auto s = af::Session::create(m->g, so);
+  REQUIRE(s.ok());
+  REQUIRE(s->run_init().ok());
+  af::Status formed = (*group)->form(Clock::now() + std::chrono::seconds(30));
+  REQUIRE_MESSAGE(formed.ok(), formed.to_string());
+  af::Status synced = s->run({}, {}, {m->sync}).status();
+  REQUIRE_MESSAGE(synced.ok(), synced.to_string());
+  for (int k = 0; k < steps; ++k) {
+    af::Tensor x, y;
+    batch((k * n + rank) * per_rank, per_rank, &x, &y);
+    auto out = s->run({m->loss}, {{m->x, x}, {m->y, y}}, {m->train});
+    REQUIRE_MESSAGE(out.ok(), out.status().to_string());
+  }
+  return values(*s, *m);
+}
+
+// One process on the combined batches: rank r's slice of step k is examples
+// (k n + r) per_rank ..., so step k's combined batch is k n per_rank ... (k+1) n per_rank - 1.
+std::vector<float> train_single(int n, int steps, int64_t per_rank) {
+  auto m = build(100, false);
+  auto s = af::Session::create(m->g);
+  REQUIRE(s.ok());
+  REQUIRE(s->run_init().ok());
+  for (int k = 0; k < steps; ++k) {
+    af::Tensor x, y;
+    batch(k * n * per_rank, n * per_rank, &x, &y);
+    REQUIRE(s->run({m->loss}, {{m->x, x}, {m->y, y}}, {m->train}).ok());
+  }
+  return values(*s, *m);
+}
+
+float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+void check_equal_to_single(int n, int64_t bucket_bytes) {
+  auto d = start_store_daemon();
+  const int steps = 6;
+  const int64_t per_rank = 8;
+  std::vector<std::future<std::vector<float>>> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.push_back(std::async(std::launch::async, [&, r] { return train_rank(r, n, *d, steps, per_rank, bucket_bytes); }));
+  std::vector<std::vector<float>> got;
+  for (auto& f : ranks) got.push_back(f.get());
+  auto single = train_single(n, steps, per_rank);
+  for (int r = 0; r < n; ++r) {
+    INFO("rank ", r, " of ", n);
+    CHECK(max_difference(got[static_cast<size_t>(r)], single) <= 1e-5f);
+    CHECK(max_difference(got[static_cast<size_t>(r)], got[0]) == 0.0f);  // replicas stay identical
+  }
+  // The model moved: the comparison is not between two untrained models.
+  auto untrained = build(100, false);
+  auto s = af::Session::create(untrained->g);
+  REQUIRE(s->run_init().ok());
+  CHECK(max_difference(values(*s, *untrained), single) > 1e-3f);
+}
+
+}  // namespace
+
+TEST_CASE("SGD over 2 and 4 all-reducing ranks equals one process on the combined batch") {
+  check_equal_to_single(2, 1 << 20);
+  check_equal_to_single(4, 1 << 20);
+}
+
+TEST_CASE("every gradient in a bucket of its own gives the same weights") {
+  auto m = build(1, true, 0);
+  auto buckets = af::train::allreduce_buckets(m->g);
+  REQUIRE(buckets.size() == 2);
+  // The backward pass's order: the bias (last made, first reduced), then the weights.
+  CHECK(buckets[0] == std::vector<std::string>{"b"});
+  CHECK(buckets[1] == std::vector<std::string>{"w"});
+  CHECK(af::train::allreduce_buckets(build(1, true, 1 << 20)->g).size() == 1);
+  check_equal_to_single(2, 0);
+}
+
+TEST_CASE("a collective op in a session without a group fails its step saying so") {
+  auto m = build(1, true);
+  auto s = af::Session::create(m->g);
+  REQUIRE(s.ok());
+  REQUIRE(s->run_init().ok());
+  af::Tensor x, y;
+  batch(0, 4, &x, &y);
+  auto out = s->run({m->loss}, {{m->x, x}, {m->y, y}}, {m->train});
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.status().code() == af::Code::failed_precondition);
+  CHECK(out.status().message().find("no collective group") != std::string::npos);
+}
+
+TEST_CASE("a lost member fails the others' step naming it, and the group forms again without stale state") {
+  auto d = start_store_daemon();
+  const int n = 3;
+  const uint16_t gone = dead_port();
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
+  std::vector<std::unique_ptr<af::Session>> sessions;
+  auto make_rank = [&](int r) {
+    auto m = build(100 + r, true);
+    auto o = group_options(r, n, *d, 3000);
+    o.member_daemons[2] = {"127.0.0.1", gone};  // rank 2's daemon: gone once it is
+    auto g = afn::GlooGroup::create(o);
+    REQUIRE(g.ok());
+    af::SessionOptions so;
+    so.collective_group = *g;
+    so.step_timeout_ms = 4000;
+    auto s = af::Session::create(m->g, so);
+    REQUIRE(s.ok());
+    REQUIRE(s->run_init().ok());
+    models.push_back(std::move(m));
+    groups.push_back(*g);
+    sessions.push_back(std::make_unique<af::Session>(std::move(*s)));
+  };
+  for (int r = 0; r < n; ++r) make_rank(r);
+  auto form_all = [&] {
+    std::vector<std::future<af::Status>> f;
+    for (int r = 0; r < n; ++r)
+      f.push_back(std::async(std::launch::async, [&, r] {
+        AF_RETURN_IF_ERROR(groups[static_cast<size_t>(r)]->form(Clock::now() + std::chrono::seconds(20)));
+        return sessions[static_cast<size_t>(r)]->run({}, {}, {models[static_cast<size_t>(r)]->sync}).status();
+      }));
+    for (auto& x : f) {
+      af::Status s = x.get();
+      REQUIRE_MESSAGE(s.ok(), s.to_string());
+    }
+  };
+  auto step = [&](int r) {
+    af::Tensor x, y;
+    batch(r * 4, 4, &x, &y);
+    auto& m = *models[static_cast<size_t>(r)];
+    return sessions[static_cast<size_t>(r)]->run({m.loss}, {{m.x, x}, {m.y, y}}, {m.train}).status();
+  };
+  form_all();
+  const std::string first = groups[0]->generation();
+  {
+    std::vector<std::future<af::Status>> f;
+    for (int r = 0; r < n; ++r) f.push_back(std::async(std::launch::async, step, r));
+    for (auto& x : f) REQUIRE(x.get().ok());
+  }
+  // Rank 2 dies: its session and group go, and with them its sockets.
+  sessions[2].reset();
+  groups[2].reset();
+  models[2].reset();
+  auto t0 = Clock::now();
+  std::vector<std::future<af::Status>> f;
+  for (int r = 0; r < 2; ++r) f.push_back(std::async(std::launch::async, step, r));
+  for (int r = 0; r < 2; ++r) {
+    af::Status s = f[static_cast<size_t>(r)].get();
+    INFO("rank ", r, ": ", s.to_string());
+    CHECK_FALSE(s.ok());
+    CHECK(s.message().find("/job:worker/task:2") != std::string::npos);
+  }
+  CHECK(Clock::now() - t0 < std::chrono::milliseconds(4000));  // within the step timeout
+  // Every later op fails at once until the group forms again.
+  t0 = Clock::now();
+  CHECK_FALSE(step(0).ok());
+  CHECK(Clock::now() - t0 < std::chrono::milliseconds(1000));
+  // Rank 2 back (a new process: fresh graph, group and session); everyone forms a new
+  // generation and trains on.
+  sessions.resize(2);
+  groups.resize(2);
+  models.resize(2);
+  make_rank(2);
+  form_all();
+  CHECK(groups[0]->generation() != first);
+  CHECK(groups[2]->generation() == groups[0]->generation());
+  std::vector<std::future<af::Status>> again;
+  for (int r = 0; r < n; ++r) again.push_back(std::async(std::launch::async, step, r));
+  for (auto& x : again) {
+    af::Status s = x.get();
+    CHECK_MESSAGE(s.ok(), s.to_string());
+  }
+  CHECK(max_difference(values(*sessions[0], *models[0]), values(*sessions[2], *models[2])) == 0.0f);
+}
+
+TEST_CASE("the process's TCP counters see bytes cross a socket") {
+  auto d = start_store_daemon();
+  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
+  for (int r = 0; r < 2; ++r) {
+    auto g = afn::GlooGroup::create(group_options(r, 2, *d));
+    REQUIRE(g.ok());
+    groups.push_back(*g);
+  }
+  std::vector<std::future<af::Status>> formed;
+  for (auto& g : groups) formed.push_back(std::async(std::launch::async, [g] { return g->form(Clock::now() + std::chrono::seconds(20)); }));
+  for (auto& f : formed) REQUIRE(f.get().ok());
+  // The counters of open sockets: measured while the groups' pairs are open.
+  auto before = afn::process_tcp_bytes();
+  // One all-reduce of 1 MiB between two ranks: each sends half of it twice (reduce-scatter
+  // then all-gather), 1 MiB in all, and receives as much.
+  std::vector<af::Tensor> outs;
+  std::vector<std::promise<af::Status>> done(2);
+  for (int r = 0; r < 2; ++r) {
+    af::Tensor in(af::DType::f32, af::Shape{256 * 1024}), out(af::DType::f32, af::Shape{256 * 1024});
+    for (int64_t i = 0; i < in.num_elements(); ++i) in.data<float>()[i] = static_cast<float>(r + 1);
+    outs.push_back(out);
+    groups[static_cast<size_t>(r)]->all_reduce({in}, {out}, 0, 1, false,
+                                               [&done, r](af::Status s) { done[static_cast<size_t>(r)].set_value(s); });
+  }
+  for (auto& p : done) REQUIRE(p.get_future().get().ok());
+  auto after = afn::process_tcp_bytes();
+  for (auto& out : outs) CHECK(out.data<float>()[12345] == 3.0f);
+  for (auto& g : groups) CHECK(g->bytes_sent() == 1024u * 1024u);
+  // Both ranks are this process: it sent and received both ranks' bytes.
+  CHECK(after.acked - before.acked >= 2u * 1024u * 1024u);
+  CHECK(after.acked - before.acked < 2u * 1024u * 1024u * 105u / 100u);
+  CHECK(after.received - before.received >= 2u * 1024u * 1024u);
+}
