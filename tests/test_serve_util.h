@@ -134,7 +134,8 @@ class ServeProcess : public aft::ChildProcess {
 
  private:
   static std::vector<std::string> with_binary(std::vector<std::string> args) {
-    std::vector<std::string> all = {serve_binary(), "--host", "127.0.0.1", "--port", "0"};
+    // REST on a free port (its port file is the one ChildProcess waits for), gRPC too.
+    std::vector<std::string> all = {serve_binary(), "--host", "127.0.0.1", "--rest_api_port", "0", "--port", "0"};
     all.insert(all.end(), args.begin(), args.end());
     return all;
   }

@@ -71,10 +71,12 @@ def _run_json(argv, timeout, every=False):
 
 
 class Server:
-    """actorflow-serve on 127.0.0.1:0; the port is read from its LISTENING line."""
+    """actorflow-serve on 127.0.0.1, REST and gRPC on free ports read from its GRPC_LISTENING
+    and LISTENING lines (gRPC's comes first)."""
 
     def __init__(self, binary, base, batching, log_path):
-        argv = [binary, "--model_name", "fashion", "--model_base_path", base, "--host", "127.0.0.1", "--port", "0",
+        argv = [binary, "--model_name", "fashion", "--model_base_path", base, "--host", "127.0.0.1",
+                "--rest_api_port", "0", "--port", "0",
                 "--access_log", "false", "--file_system_poll_wait_seconds", "0"]
         if batching:
             argv += ["--enable_batching", "--max_batch_size", str(CONNECTIONS), "--batch_timeout_micros", "1000"]
@@ -83,6 +85,7 @@ class Server:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      preexec_fn=_die_with_parent)
         self.port = None
+        self.grpc_port = None
         deadline = time.monotonic() + 60
         buf = ""
         while time.monotonic() < deadline and self.port is None:
@@ -92,6 +95,9 @@ class Server:
                 if not line:
                     break
                 buf += line
+                g = re.match(r"GRPC_LISTENING \S+:(\d+)", line)
+                if g:
+                    self.grpc_port = int(g.group(1))
                 m = re.match(r"LISTENING \S+:(\d+)", line)
                 if m:
                     self.port = int(m.group(1))

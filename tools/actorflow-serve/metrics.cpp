@@ -41,6 +41,12 @@ void Metrics::record_request(int status, double seconds) {
   latency_.observe(kLatencyBounds, seconds);
 }
 
+void Metrics::record_grpc(const std::string& method, int code, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++grpc_by_code_[{method, code}];
+  latency_.observe(kLatencyBounds, seconds);
+}
+
 void Metrics::record_step(int64_t rows, int64_t requests) {
   steps_.fetch_add(1);
   std::lock_guard<std::mutex> lock(mu_);
@@ -48,14 +54,19 @@ void Metrics::record_step(int64_t rows, int64_t requests) {
   batched_requests_ += static_cast<uint64_t>(requests);
 }
 
-std::string Metrics::render(const std::string& model_name, int64_t loaded_version) const {
+std::string Metrics::render(const std::vector<std::pair<std::string, int64_t>>& models) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
   out += "# HELP actorflow_serve_requests_total HTTP requests answered, by status code.\n";
   out += "# TYPE actorflow_serve_requests_total counter\n";
   for (auto& [code, n] : by_code_)
     out += "actorflow_serve_requests_total{code=\"" + std::to_string(code) + "\"} " + std::to_string(n) + "\n";
-  out += "# HELP actorflow_serve_request_duration_seconds Time from a whole request read to its answer ready to write.\n";
+  out += "# HELP actorflow_serve_grpc_requests_total gRPC calls answered, by method and gRPC status code (0: OK).\n";
+  out += "# TYPE actorflow_serve_grpc_requests_total counter\n";
+  for (auto& [key, n] : grpc_by_code_)
+    out += "actorflow_serve_grpc_requests_total{method=\"" + key.first + "\",code=\"" + std::to_string(key.second) + "\"} " +
+           std::to_string(n) + "\n";
+  out += "# HELP actorflow_serve_request_duration_seconds Time from a whole request read to its answer ready to write (HTTP and gRPC).\n";
   out += "# TYPE actorflow_serve_request_duration_seconds histogram\n";
   latency_.render(out, "actorflow_serve_request_duration_seconds", kLatencyBounds);
   out += "# HELP actorflow_serve_batch_size Rows predicted by one session step (requests merged by batching).\n";
@@ -74,9 +85,10 @@ std::string Metrics::render(const std::string& model_name, int64_t loaded_versio
   out += "# HELP actorflow_serve_batch_queue_peak_rows The most rows the batch queue has held at once.\n";
   out += "# TYPE actorflow_serve_batch_queue_peak_rows gauge\n";
   out += "actorflow_serve_batch_queue_peak_rows " + std::to_string(queue_peak_rows_.load()) + "\n";
-  out += "# HELP actorflow_serve_model_version The version of the model answering; 0 while none is loaded.\n";
+  out += "# HELP actorflow_serve_model_version The newest version of each model loaded; 0 while none is.\n";
   out += "# TYPE actorflow_serve_model_version gauge\n";
-  out += "actorflow_serve_model_version{model=\"" + model_name + "\"} " + std::to_string(loaded_version) + "\n";
+  for (auto& [name, version] : models)
+    out += "actorflow_serve_model_version{model=\"" + name + "\"} " + std::to_string(version) + "\n";
   return out;
 }
 

@@ -9,12 +9,16 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace serve {
 
 class Metrics {
  public:
   void record_request(int status, double seconds);
+  // One gRPC call answered with gRPC status `code`.
+  void record_grpc(const std::string& method, int code, double seconds);
   // One session step that predicted `rows` rows for `requests` requests.
   void record_step(int64_t rows, int64_t requests);
   // A request refused with 429: the batch queue was full, or too many requests (or
@@ -26,8 +30,8 @@ class Metrics {
     for (int64_t peak = queue_peak_rows_.load(); rows > peak && !queue_peak_rows_.compare_exchange_weak(peak, rows);) {
     }
   }
-  // `loaded_version` is 0 while no version is loaded.
-  std::string render(const std::string& model_name, int64_t loaded_version) const;
+  // Each model served with its newest version loaded (0 while none is).
+  std::string render(const std::vector<std::pair<std::string, int64_t>>& models) const;
 
   int64_t steps() const { return steps_.load(); }
 
@@ -47,6 +51,7 @@ class Metrics {
 
   mutable std::mutex mu_;
   std::map<int, uint64_t> by_code_;
+  std::map<std::pair<std::string, int>, uint64_t> grpc_by_code_;
   Histogram<kLatencyBounds.size()> latency_;
   Histogram<kBatchBounds.size()> batch_rows_;
   std::atomic<int64_t> steps_{0};

@@ -1,21 +1,38 @@
 #include "model_manager.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <sstream>
+
+#include "echo.h"
 
 namespace serve {
 
 namespace af = actorflow;
 namespace fs = std::filesystem;
 
+std::string VersionPolicy::to_string() const {
+  switch (kind) {
+    case Kind::latest: return "latest " + std::to_string(latest);
+    case Kind::all: return "all";
+    case Kind::specific: {
+      std::string s = "specific {";
+      for (size_t i = 0; i < versions.size(); ++i) s += (i ? ", " : " ") + std::to_string(versions[i]);
+      return s + " }";
+    }
+  }
+  return "?";
+}
+
 struct ModelManager::Table {
   std::mutex mu;
   std::map<int64_t, VersionStatus> versions;
 
-  void set(int64_t v, std::string state, std::string code = "OK", std::string message = "") {
+  void set(int64_t v, std::string state, af::Code code = af::Code::ok, std::string message = "") {
     std::lock_guard<std::mutex> lock(mu);
-    versions[v] = VersionStatus{v, std::move(state), std::move(code), std::move(message)};
+    versions[v] = VersionStatus{v, std::move(state), af::code_name(code), code, std::move(message)};
   }
 };
 
@@ -45,44 +62,61 @@ std::map<int64_t, std::string> ModelManager::ready_versions() const {
 
 void ModelManager::poll_once() {
   auto ready = ready_versions();
-  int64_t serving = 0;
+  std::set<int64_t> loaded;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    serving = current_ ? current_->version : 0;
+    for (auto& [v, m] : loaded_) loaded.insert(v);
   }
-  // The newest version not known to fail; versions older than the one served are not
-  // candidates while it is still on disk.
-  for (auto it = ready.rbegin(); it != ready.rend(); ++it) {
-    auto [version, fingerprint] = *it;
-    if (version == serving) return;
-    if (version < serving && ready.count(serving)) return;
-    bool known_bad;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto f = failed_.find(version);
-      known_bad = f != failed_.end() && f->second == fingerprint;
-    }
-    if (known_bad) continue;
-    load(version, fingerprint);
+  auto known_bad = [&](int64_t version, const std::string& fingerprint) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (current_ && current_->version == version) return;
+    auto f = failed_.find(version);
+    return f != failed_.end() && f->second == fingerprint;
+  };
+  // The versions the policy wants, newest first. A version that failed to load is passed
+  // over, and with `latest N` the next older one stands in for it, so that a broken new
+  // export leaves the one served before it in place.
+  std::set<int64_t> wanted;
+  const auto& p = options_.policy;
+  int64_t want_n = p.kind == VersionPolicy::Kind::latest ? std::max<int64_t>(1, p.latest) : INT64_MAX;
+  for (auto it = ready.rbegin(); it != ready.rend() && static_cast<int64_t>(wanted.size()) < want_n; ++it) {
+    auto [version, fingerprint] = *it;
+    if (p.kind == VersionPolicy::Kind::specific && std::find(p.versions.begin(), p.versions.end(), version) == p.versions.end())
+      continue;
+    if (loaded.count(version)) {
+      wanted.insert(version);
+      continue;
+    }
+    if (known_bad(version, fingerprint)) continue;
+    // With `latest N`, a version older than the N newest ones loaded is not worth loading.
+    if (p.kind == VersionPolicy::Kind::latest && static_cast<int64_t>(loaded.size()) >= want_n && version < *loaded.begin() &&
+        ready.count(*loaded.begin()))
+      continue;
+    if (load(version, fingerprint)) wanted.insert(version);
   }
+  // Unload what the policy no longer wants, once what it wants is in: a model never goes
+  // from some versions served to none because of a poll.
+  if (wanted.empty()) return;
+  for (int64_t v : loaded)
+    if (!wanted.count(v)) unload(v);
 }
 
-void ModelManager::load(int64_t version, const std::string& fingerprint) {
+bool ModelManager::load(int64_t version, const std::string& fingerprint) {
   std::string dir = (fs::path(options_.base_path) / std::to_string(version)).string();
   table_->set(version, "LOADING");
   log_("loading version " + std::to_string(version) + " of model '" + options_.model_name + "' from " + dir);
-  auto loaded = kit::ServedModel::load(dir, options_.session);
-  if (!loaded.ok()) {
-    table_->set(version, "END", af::code_name(loaded.status().code()), loaded.status().message());
-    log_("version " + std::to_string(version) + " failed to load, skipped: " + loaded.status().to_string());
+  auto fail = [&](const af::Status& s) {
+    table_->set(version, "END", s.code(), s.message());
+    log_("version " + std::to_string(version) + " failed to load, skipped (model '" + options_.model_name + "'): " + s.to_string());
     std::lock_guard<std::mutex> lock(mu_);
     failed_[version] = fingerprint;
-    return;
-  }
+    return false;
+  };
+  auto loaded = kit::ServedModel::load(dir, options_.session);
+  if (!loaded.ok()) return fail(loaded.status());
   auto* m = new LoadedModel;
+  m->model_name = options_.model_name;
   m->version = version;
+  m->dir = dir;
   m->model = std::move(*loaded);
   m->input_name = m->model.input().node().name;
   m->input_dtype = m->model.input().dtype();
@@ -93,25 +127,40 @@ void ModelManager::load(int64_t version, const std::string& fingerprint) {
   // The deleter runs when the last request on this version is done: that is the unload.
   auto table = table_;
   auto log = log_;
-  std::shared_ptr<const LoadedModel> fresh(m, [table, log](const LoadedModel* p) {
+  std::string name = options_.model_name;
+  std::shared_ptr<const LoadedModel> fresh(m, [table, log, name](const LoadedModel* p) {
     int64_t v = p->version;
     delete p;
     table->set(v, "END");
-    log("version " + std::to_string(v) + " unloaded");
+    log("version " + std::to_string(v) + " of model '" + name + "' unloaded");
   });
+  if (options_.before_available) {
+    if (auto s = options_.before_available(*fresh); !s.ok()) {
+      fresh.reset();
+      return fail(s);
+    }
+  }
   table_->set(version, "AVAILABLE");
-  std::shared_ptr<const LoadedModel> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    old = std::move(current_);
-    current_ = std::move(fresh);
+    loaded_[version] = std::move(fresh);
     failed_.erase(version);
   }
   log_("serving version " + std::to_string(version) + " of model '" + options_.model_name + "'");
-  if (old) {
-    table_->set(old->version, "UNLOADING");
-    log_("unloading version " + std::to_string(old->version) + " once its requests are done");
+  return true;
+}
+
+void ModelManager::unload(int64_t version) {
+  std::shared_ptr<const LoadedModel> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = loaded_.find(version);
+    if (it == loaded_.end()) return;
+    old = std::move(it->second);
+    loaded_.erase(it);
   }
+  table_->set(version, "UNLOADING");
+  log_("unloading version " + std::to_string(version) + " of model '" + options_.model_name + "' once its requests are done");
   // `old` drops here; requests still holding it keep it alive until they finish.
 }
 
@@ -140,7 +189,31 @@ void ModelManager::stop() {
 
 std::shared_ptr<const LoadedModel> ModelManager::current() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return current_;
+  return loaded_.empty() ? nullptr : loaded_.rbegin()->second;
+}
+
+af::Result<std::shared_ptr<const LoadedModel>> ModelManager::find(int64_t version, const std::string& label) const {
+  const std::string& name = options_.model_name;
+  if (!label.empty()) {
+    auto l = options_.labels.find(label);
+    if (l == options_.labels.end()) return af::invalid_argument("model '" + name + "' has no version label '" + echo(label) + "'");
+    version = l->second;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (loaded_.empty()) return af::Status(af::Code::unavailable, "model '" + name + "' has no version loaded yet");
+  if (!version) return loaded_.rbegin()->second;
+  auto it = loaded_.find(version);
+  if (it != loaded_.end()) return it->second;
+  std::string serving;
+  for (auto& [v, m] : loaded_) serving += (serving.empty() ? "" : ", ") + std::to_string(v);
+  return af::not_found("version " + std::to_string(version) + " of model '" + name + "' is not being served (serving " + serving + ")");
+}
+
+std::vector<int64_t> ModelManager::loaded_versions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> out;
+  for (auto& [v, m] : loaded_) out.push_back(v);
+  return out;
 }
 
 std::vector<VersionStatus> ModelManager::statuses() const {

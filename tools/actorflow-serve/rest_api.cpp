@@ -20,10 +20,11 @@ namespace {
 struct Route {
   std::string model;
   int64_t version = 0;  // 0: not named
+  std::string label;    // "": not named
   std::string verb;     // "", "metadata", "predict", or something unknown
 };
 
-// /v1/models/NAME[/versions/N][/metadata | :VERB], without the query. (Not std::regex:
+// /v1/models/NAME[/versions/N | /labels/L][/metadata | :VERB], without the query. (Not std::regex:
 // its matcher recurses per character, and a path may be as long as the header limit.)
 bool parse_route(std::string path, Route* r) {
   const std::string prefix = "/v1/models/";
@@ -43,6 +44,10 @@ bool parse_route(std::string path, Route* r) {
     if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
     r->version = std::stoll(digits);
     path = path.substr(0, v);
+  } else if (auto l = path.find("/labels/"); l != std::string::npos) {
+    r->label = path.substr(l + 8);
+    if (r->label.empty() || r->label.find_first_of("/:") != std::string::npos) return false;
+    path = path.substr(0, l);
   }
   if (path.empty() || path.find_first_of("/:") != std::string::npos) return false;
   r->model = path;
@@ -70,59 +75,57 @@ void RestApi::handle(HttpRequest req, Reply reply, const Post& post) {
   std::string path = req.target.substr(0, req.target.find('?'));
   if (path == "/metrics") {
     if (req.method != "GET") return reply(error_response(405, "/metrics takes GET"));
-    auto current = models_.current();
-    return reply(HttpResponse{200, metrics_.render(models_.name(), current ? current->version : 0),
-                              "text/plain; version=0.0.4; charset=utf-8"});
+    std::vector<std::pair<std::string, int64_t>> served;
+    for (auto& m : models_.all()) {
+      auto current = m->current();
+      served.emplace_back(m->name(), current ? current->version : 0);
+    }
+    return reply(HttpResponse{200, metrics_.render(served), "text/plain; version=0.0.4; charset=utf-8"});
   }
   Route route;
   if (!parse_route(path, &route)) return reply(error_response(404, "no such path: " + echo(path, 256)));
-  if (route.model != models_.name()) return reply(error_response(404, "Servable not found for request: model '" + echo(route.model) + "'"));
-  if (route.verb.empty() || route.verb == "metadata") {
+  ModelManager* model = models_.find(route.model);
+  if (!model) return reply(error_response(404, "Servable not found for request: model '" + echo(route.model) + "'"));
+  if (route.verb.empty()) {
     if (req.method != "GET") return reply(error_response(405, echo(path, 256) + " takes GET"));
-    return reply(route.verb.empty() ? model_status(route.version) : metadata(route.version));
+    if (!route.label.empty()) return reply(error_response(404, "no such path: " + echo(path, 256) + " (status takes /versions/N)"));
+    return reply(model_status(*model, route.version));
   }
-  if (route.verb == "predict") {
-    if (req.method != "POST") return reply(error_response(405, echo(path, 256) + " takes POST"));
-    return predict(route.version, std::move(req.body), std::move(reply), post);
-  }
-  reply(error_response(404, "unknown method ':" + echo(route.verb) + "' (this server has :predict)"));
+  if (route.verb != "metadata" && route.verb != "predict")
+    return reply(error_response(404, "unknown method ':" + echo(route.verb) + "' (this server has :predict)"));
+  const char* method = route.verb == "metadata" ? "GET" : "POST";
+  if (req.method != method) return reply(error_response(405, echo(path, 256) + " takes " + method));
+  // The request keeps this version alive until it is answered, whatever a swap does.
+  auto m = model->find(route.version, route.label);
+  if (!m.ok()) return reply(error_response(http_status(m.status()), m.status().message()));
+  if (route.verb == "metadata") return reply(metadata(**m));
+  predict(std::move(*m), std::move(req.body), std::move(reply), post);
 }
 
-HttpResponse RestApi::model_status(int64_t version) const {
+HttpResponse RestApi::model_status(const ModelManager& model, int64_t version) const {
   json list = json::array();
-  for (auto& s : models_.statuses()) {
+  for (auto& s : model.statuses()) {
     if (version && s.version != version) continue;
     list.push_back({{"version", std::to_string(s.version)},
                     {"state", s.state},
                     {"status", {{"error_code", s.error_code}, {"error_message", s.error_message}}}});
   }
-  if (version && list.empty()) return error_response(404, "version " + std::to_string(version) + " of model '" + models_.name() + "' was never seen");
+  if (version && list.empty()) return error_response(404, "version " + std::to_string(version) + " of model '" + model.name() + "' was never seen");
   return HttpResponse{200, dump(json{{"model_version_status", list}})};
 }
 
-HttpResponse RestApi::metadata(int64_t version) const {
-  auto m = models_.current();
-  if (!m) return error_response(503, "model '" + models_.name() + "' has no version loaded yet");
-  if (version && version != m->version)
-    return error_response(404, "version " + std::to_string(version) + " of model '" + models_.name() + "' is not being served (serving " +
-                                   std::to_string(m->version) + ")");
+HttpResponse RestApi::metadata(const LoadedModel& m) const {
   json sig;
-  sig["inputs"][m->input_name] = tensor_info_json({m->input_name, m->input_dtype, m->input_shape});
-  sig["outputs"][m->output_name] = tensor_info_json({m->output_name, m->output_dtype, m->output_shape});
+  sig["inputs"][m.input_name] = tensor_info_json({m.input_name, m.input_dtype, m.input_shape});
+  sig["outputs"][m.output_name] = tensor_info_json({m.output_name, m.output_dtype, m.output_shape});
   sig["method_name"] = "tensorflow/serving/predict";
   json doc;
-  doc["model_spec"] = {{"name", models_.name()}, {"signature_name", ""}, {"version", std::to_string(m->version)}};
+  doc["model_spec"] = {{"name", m.model_name}, {"signature_name", ""}, {"version", std::to_string(m.version)}};
   doc["metadata"]["signature_def"]["signature_def"]["serving_default"] = sig;
   return HttpResponse{200, dump(doc)};
 }
 
-void RestApi::predict(int64_t version, std::string body, Reply reply, const Post& post) {
-  // The request keeps this version alive until it is answered, whatever a swap does.
-  auto m = models_.current();
-  if (!m) return reply(error_response(503, "model '" + models_.name() + "' has no version loaded yet"));
-  if (version && version != m->version)
-    return reply(error_response(404, "version " + std::to_string(version) + " of model '" + models_.name() +
-                                         "' is not being served (serving " + std::to_string(m->version) + ")"));
+void RestApi::predict(std::shared_ptr<const LoadedModel> m, std::string body, Reply reply, const Post& post) {
   auto in = parse_predict_request(body, TensorSpec{m->input_name, m->input_dtype, m->input_shape});
   std::string().swap(body);  // the values are in the tensor now; the step need not hold both
   if (!in.ok()) return reply(error_response(http_status(in.status()), in.status().message()));

@@ -1,8 +1,8 @@
 // TensorFlow Serving's REST API over plain request/response values, so that routing and
 // the handlers know nothing of the HTTP library:
 //   GET  /v1/models/NAME[/versions/N]            version statuses
-//   GET  /v1/models/NAME[/versions/N]/metadata   the signature
-//   POST /v1/models/NAME[/versions/N]:predict    row or columnar predict
+//   GET  /v1/models/NAME[/versions/N | /labels/L]/metadata   the signature
+//   POST /v1/models/NAME[/versions/N | /labels/L]:predict    row or columnar predict
 //   GET  /metrics                                 Prometheus text
 // Errors are {"error": "..."} with TF Serving's codes (400, 404, 405, 429, 503); what
 // they quote of the request is a short printable prefix (echo.h).
@@ -12,7 +12,7 @@
 
 #include "batcher.h"
 #include "metrics.h"
-#include "model_manager.h"
+#include "model_registry.h"
 
 namespace serve {
 
@@ -35,7 +35,7 @@ class RestApi {
   using Reply = std::function<void(HttpResponse)>;
   // Runs a task on the thread that owns the request (at once when called there).
   using Post = std::function<void(std::function<void()>)>;
-  RestApi(ModelManager& models, Batcher& batcher, Metrics& metrics) : models_(models), batcher_(batcher), metrics_(metrics) {}
+  RestApi(ModelRegistry& models, Batcher& batcher, Metrics& metrics) : models_(models), batcher_(batcher), metrics_(metrics) {}
 
   // Calls `reply` exactly once, on the request's own thread: at once, or through `post`
   // once a batched predict is done (its answer is written there too, so that the
@@ -44,11 +44,11 @@ class RestApi {
   void handle(HttpRequest req, Reply reply, const Post& post);
 
  private:
-  HttpResponse model_status(int64_t version) const;
-  HttpResponse metadata(int64_t version) const;
-  void predict(int64_t version, std::string body, Reply reply, const Post& post);
+  HttpResponse model_status(const ModelManager& model, int64_t version) const;
+  HttpResponse metadata(const LoadedModel& m) const;
+  void predict(std::shared_ptr<const LoadedModel> m, std::string body, Reply reply, const Post& post);
 
-  ModelManager& models_;
+  ModelRegistry& models_;
   Batcher& batcher_;
   Metrics& metrics_;
 };
