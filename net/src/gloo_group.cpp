@@ -348,7 +348,13 @@ class GlooGroupImpl final : public GlooGroup {
   // The group failed: this op and every queued one fail with `why`, and so does every
   // op until the next form().
   void fail_group(Op& op, const std::string& why, bool timed_out) {
+    // A member killed drops its pairs' connections a moment before its daemon's listener
+    // (the kernel closes a dead process's sockets one by one): look again, briefly.
     std::string lost = lost_members();
+    for (int i = 0; i < 10 && lost.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      lost = lost_members();
+    }
     Status s = lost.empty()
                    ? Status(timed_out ? Code::deadline_exceeded : Code::unavailable,
                             "the collective group failed (" + why + "); every member's daemon still answers")
