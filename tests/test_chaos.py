@@ -139,7 +139,8 @@ Thread 1 (Thread 0x7d (LWP 10) "node"):
 
 
 def chaos_run(script, sample, workdir, seed=1, sample_flags=(), script_flags=()):
-    argv = [script, sample, "--ps", "2", "--workers", "2", "--interval", "3", "--duration", "20", "--seed", str(seed), *script_flags,
+    ps = [] if "--strategy" in script_flags else ["--ps", "2"]  # all-reduce training has no ps
+    argv = [script, sample, *ps, "--workers", "2", "--interval", "3", "--duration", "20", "--seed", str(seed), *script_flags,
             "--hang_timeout", "30", "--timeout", "100", "--workdir", workdir, "--",
             "--epoch_number", "100", "--slow_step_ms", "10", "--save_checkpoint_secs", "0.5",
             # A step stuck past this fails and its task recovers, inside the hang timeout.
@@ -161,6 +162,9 @@ def chaos_run(script, sample, workdir, seed=1, sample_flags=(), script_flags=())
 # so the chief's restore sends the global step back behind the surviving ps's accumulators.
 SYNC = {"seed": 3, "sample_flags": ("--sync_mode", "sync", "--sync_timeout_ms", "2000")}
 # Hung tasks: stopped past the peer timeout, the others drop them; continued, they rejoin.
+# All-reduce training (no ps): a kill fails every survivor's step; the group forms again
+# and the chief restores its last checkpoint into every replica.
+ALLREDUCE = {"script_flags": ("--strategy", "allreduce")}
 STOPS = {"seed": 5, "script_flags": ("--stop_fraction", "0.5", "--stop_seconds", "2"),
          "sample_flags": ("--heartbeat_ms", "250", "--peer_timeout_ms", "1000")}
 
@@ -189,10 +193,11 @@ def case_short(script, sample, tmp, seed=1, sample_flags=(), script_flags=()):
     kills, stops = int(r.get("kills", 0)), int(r.get("stops", 0))
     check(kills + stops >= 3 and int(r.get("recoveries", -1)) == kills + stops and r.get("hangs") == "0",
           f"kills {r.get('kills')} stops {r.get('stops')} recoveries {r.get('recoveries')} hangs {r.get('hangs')}")
-    if script_flags:
+    if "--stop_fraction" in script_flags:
         check(stops >= 1 and kills >= 1, f"a run with --stop_fraction 0.5 should both stop and kill: {lines}")
     m = re.search(r"kills(?: and stops)? by role ps=(\d+) worker=(\d+) chief=(\d+)", p.stderr)
-    check(m and all(int(x) >= 1 for x in m.groups()), f"not every role was killed: {m.group(0) if m else p.stderr[-500:]}")
+    roles = m.groups()[1:] if "--strategy" in script_flags else m.groups() if m else ()
+    check(m and all(int(x) >= 1 for x in roles), f"not every role was killed: {m.group(0) if m else p.stderr[-500:]}")
     return None
 
 
@@ -207,6 +212,8 @@ def main():
             code = case_short(script, sys.argv[3], tmp)
         elif case == "short_stops":
             code = case_short(script, sys.argv[3], tmp, **STOPS)
+        elif case == "short_allreduce":
+            code = case_short(script, sys.argv[3], tmp, **ALLREDUCE)
         elif case == "short_sync":
             code = case_short(script, sys.argv[3], tmp, **SYNC)
         else:

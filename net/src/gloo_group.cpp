@@ -19,6 +19,7 @@
 #include <netinet/tcp.h>
 #include <netdb.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -519,6 +520,15 @@ Result<std::shared_ptr<GlooGroup>> GlooGroup::create(GlooGroupOptions options) {
   Result<std::string> token = options.token;
   if (options.token.empty()) token = load_token();
   if (!token.ok() && token.status().code() != Code::not_found) return token.status();
+  // Gloo's pairs write with writev, which raises SIGPIPE when a member has died: its
+  // default action would end this process too. Ignored unless the program handles it.
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    (void)sigaction(SIGPIPE, &ignore, nullptr);
+  }
   try {  // fails early on an address this host cannot listen on
     gloo::transport::tcp::attr attr;
     attr.hostname = options.listen_host;
