@@ -88,6 +88,9 @@ class Server:
     def __init__(self, binary, args, work):
         self.rest_file = os.path.join(work, "rest.port")
         self.grpc_file = os.path.join(work, "grpc.port")
+        for f in (self.rest_file, self.grpc_file):
+            if os.path.exists(f):
+                os.remove(f)
         self.log = open(os.path.join(work, "serve.log"), "w")
         argv = [binary, "--host", "127.0.0.1", "--rest_api_port", "0", "--port", "0", "--port_file", self.rest_file,
                 "--grpc_port_file", self.grpc_file, "--access_log=false"] + args
@@ -333,11 +336,69 @@ def serve_and_check(build, work, rows):
         server.close()
         if FAILURES:
             print("---- server log ----\n" + log[-4000:], flush=True)
+    check_warmup_files(build, work, base, rows)
     if FAILURES:
         print(f"{len(FAILURES)} failures", flush=True)
         return 1
     print("all passed", flush=True)
     return 0
+
+
+def check_warmup_files(build, work, base, rows):
+    """TF Serving's warm-up file, written as its documentation says (PredictionLog records
+    through tf.io.TFRecordWriter): version 1's three requests are replayed before it is
+    served; version 2's, whose request has the wrong shape, fails its load (END with the
+    error), and version 1 stays the one served."""
+    import shutil
+
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc, predict_pb2, prediction_log_pb2
+
+    def write_warmup(version, batch):
+        folder = os.path.join(base, str(version), "assets.extra")
+        os.makedirs(folder, exist_ok=True)
+        with tf.io.TFRecordWriter(os.path.join(folder, "tf_serving_warmup_requests")) as writer:
+            for n in (1, 2, 3):
+                req = predict_pb2.PredictRequest()
+                req.model_spec.name = "cancer"
+                req.inputs["x"].CopyFrom(tf.make_tensor_proto(batch[:n]))
+                writer.write(prediction_log_pb2.PredictionLog(
+                    predict_log=prediction_log_pb2.PredictLog(request=req)).SerializeToString())
+
+    write_warmup(1, rows)
+    # Version 2: a copy of 1 whose warm-up requests have 29 features, not 30. Copied
+    # without signature.txt first, which makes it ready last, as export does.
+    staging = os.path.join(work, "v2")
+    shutil.copytree(os.path.join(base, "1"), staging)
+    write_warmup_dir = os.path.join(staging, "assets.extra")
+    shutil.rmtree(write_warmup_dir)
+    os.rename(staging, os.path.join(base, "2"))
+    write_warmup(2, rows[:, :29])
+
+    server = Server(os.path.join(build, "tools", "actorflow-serve"),
+                    ["--model_name", "cancer", "--model_base_path", base, "--file_system_poll_wait_seconds", "0"], work)
+    try:
+        log = server.log_text()
+        check("warmed up version 1 of model 'cancer' with the 3 requests of" in log,
+              "version 1's warm-up file was not replayed: " + log[-1500:])
+        check("version 2 failed to load" in log and "warm-up" in log, "version 2's broken warm-up did not fail its load: " + log[-1500:])
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        req = get_model_status_pb2.GetModelStatusRequest()
+        req.model_spec.name = "cancer"
+        st = model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(req, timeout=30)
+        by_version = {v.version: v for v in st.model_version_status}
+        state = get_model_status_pb2.ModelVersionStatus
+        check(1 in by_version and by_version[1].state == state.AVAILABLE, f"version 1 is not AVAILABLE: {st}")
+        check(2 in by_version and by_version[2].state == state.END and by_version[2].status.error_code == 3 and
+              "input 'x'" in by_version[2].status.error_message, f"version 2 is not END with INVALID_ARGUMENT naming x: {st}")
+        channel.close()
+        print("ok: warm-up files replayed; a failing one fails its version's load", flush=True)
+    finally:
+        log = server.log_text()
+        server.close()
+        if FAILURES:
+            print("---- server log (warm-up) ----\n" + log[-4000:], flush=True)
 
 
 if __name__ == "__main__":
