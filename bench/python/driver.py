@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Cases the driver runs itself, not through a program's `--serve` protocol (they start
 # servers, clusters and load generators): serving (serving_case.py) and dist_training
 # (dist_training_case.py). Not in --quick; run when named or in a full run.
-DRIVER_CASES = ("serving", "dist_training")
+DRIVER_CASES = ("serving", "dist_training", "allreduce_training")
 
 
 class Worker:
@@ -282,6 +282,10 @@ def main():
             if name == "serving":
                 import serving_case
                 results += serving_case.run(args.build, args.quick, fmt, stamp, loadavg, _say)
+            elif name == "allreduce_training":
+                import allreduce_training_case
+                results += allreduce_training_case.run(args.build, args.quick, fmt, stamp, loadavg, _say, args.python,
+                                                       args.threads)
             else:
                 import dist_training_case
                 results += dist_training_case.run(args.build, args.quick, fmt, stamp, loadavg, _say, args.python,

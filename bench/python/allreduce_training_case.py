@@ -1,0 +1,160 @@
+"""The `allreduce_training` case of bench/python/driver.py: synchronous data-parallel
+training with an all-reduce of the gradients every step, on loopback.
+
+The Fashion-MNIST MLP (784-256-128-10) and CNN of `samples/fashion_mnist` (Adam 1e-3
+without decay, batch 64 per worker) on 2 and 4 workers:
+
+* ours: `samples/fashion_mnist --strategy allreduce`, one process per worker with the
+  seeds' worker flags (Gloo's ring all-reduce, the chief's daemon as the rendezvous store);
+  the figure is the chief's RESULT steady_examples_per_second: every worker's examples
+  after the first 50 global steps, to the end of training (--max_steps);
+* PyTorch DDP, gloo backend (bench/python/collective_training.py --framework torch);
+* TensorFlow's MultiWorkerMirroredStrategy, ring (the same script, --framework tf);
+  each peer runs 50 untimed steps per worker, then times the rest.
+* and, as an internal row, our ps mode on the same workers (one more process, the ps:
+  `scripts/local_cluster --ps 1 --workers n`, async), MLP only.
+
+Every process gets BENCH_THREADS threads. The sides alternate for 1 round (--quick) or 2,
+and medians are compared. Goals (issue 30): >= 1.3x PyTorch DDP's examples/s, >= 2x
+TensorFlow's.
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from dist_training_case import DATA_DIR, _cluster_rate, _fields, _run
+from tf_dist_training import free_ports
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WARMUP = 50  # our RESULT's steady figure leaves out 50 global steps; the peers as many
+STEPS = {"mlp": 300, "cnn": 80}  # global steps of ours (the peers: STEPS - WARMUP timed)
+
+
+def _ours(sample, model, n, threads, work, log):
+    """The chief's steady examples/s of n workers, and its RESULT."""
+    for attempt in range(3):  # another process may take a port between picking and binding
+        ports = free_ports(n)
+        hosts = ",".join("127.0.0.1:%d" % p for p in ports)
+        flags = ["--model", model, "--optimizer", "adam", "--learning_rate", "0.001", "--noenable_lr_decay",
+                 "--batch_size", "64", "--epoch_number", "1", "--max_steps", str(STEPS[model]), "--steps_to_validate", "0",
+                 "--threads", str(threads), "--data_dir", DATA_DIR, "--mode", "train_from_scratch", "--strategy", "allreduce",
+                 "--worker_hosts=" + hosts, "--checkpoint_path", work + "/ckpt", "--output_path", work + "/tb"]
+        if model == "mlp":
+            flags += ["--model_network", "256 128"]
+        env = dict(os.environ)
+        env.setdefault("ACTORFLOW_TOKEN", "bench-allreduce-token-%d" % os.getpid())
+        procs = []
+        try:
+            for i in reversed(range(n)):
+                procs.append(subprocess.Popen([sample] + flags + ["--job_name=worker", "--task_index=%d" % i],
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                              start_new_session=True))
+            outs = [p.communicate(timeout=900)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        log.write("\n".join(outs) + "\n")
+        chief = outs[-1]
+        if "Address already in use" in "".join(outs) and attempt < 2:
+            continue
+        res = [_fields(x) for x in chief.splitlines() if x.startswith("RESULT ")]
+        if not res or any(p.returncode != 0 for p in procs):
+            raise RuntimeError("our %d-worker %s run failed: %s" % (n, model, chief[-500:]))
+        r = res[-1]
+        return float(r.get("steady_examples_per_second") or 0) or float(r["examples_per_second"]), r
+    raise RuntimeError("no free ports")
+
+
+def _peer(python, framework, model, n, threads, log):
+    out = _run([python, os.path.join(HERE, "collective_training.py"), "--framework", framework, "--model", model,
+                "--workers", str(n), "--warmup", str(WARMUP), "--steps", str(STEPS[model] - WARMUP),
+                "--threads", str(threads), "--data_dir", DATA_DIR], timeout=900, log=log)
+    lines = [x for x in out.splitlines() if x.startswith('{"ok"')]
+    r = json.loads(lines[-1]) if lines else {"ok": False, "error": "no result line"}
+    if not r.get("ok"):
+        raise RuntimeError("collective_training.py --framework %s: %s" % (framework, r.get("error")))
+    return r["examples_per_second"], r["version"]
+
+
+def run(build, quick, fmt, stamp, loadavg, say, python, threads):
+    sample = os.path.join(build, "samples", "fashion_mnist")
+    if not os.access(sample, os.X_OK):
+        say("SKIP allreduce_training: %s is not built" % sample)
+        return []
+    helptext = subprocess.run([sample, "--help"], capture_output=True, text=True, timeout=30).stdout
+    if "--strategy" not in helptext:
+        say("SKIP allreduce_training: %s has no --strategy" % sample)
+        return []
+    if not os.path.isdir(DATA_DIR):
+        say("SKIP allreduce_training: no Fashion-MNIST at %s" % DATA_DIR)
+        return []
+    if not python:
+        say("SKIP allreduce_training's peers: no bench venv python (our figures alone are not a comparison)")
+        return []
+    rounds = 1 if quick else 2
+    load_case = loadavg()
+    work = tempfile.mkdtemp(prefix="af-bench-allreduce-")
+    os.makedirs(os.path.join(build, "bench"), exist_ok=True)
+    log = open(os.path.join(build, "bench", "allreduce_training.log"), "w")
+    results = []
+    try:
+        for model in ("mlp", "cnn"):
+            for n in (2, 4):
+                ours, torch_r, tf_r, ps_r, versions, wires = [], [], [], [], {}, []
+                for k in range(rounds):
+                    rate, r = _ours(sample, model, n, threads, os.path.join(work, "%s%d_%d" % (model, n, k)), log)
+                    ours.append(rate)
+                    wires.append((float(r.get("wire_bytes_per_step", 0)), int(r.get("model_bytes", 0))))
+                    for framework, vals in (("torch", torch_r), ("tf", tf_r)):
+                        try:
+                            v, versions[framework] = _peer(python, framework, model, n, threads, log)
+                            vals.append(v)
+                        except RuntimeError as e:
+                            say("allreduce_training: %s %s %d workers: %s" % (framework, model, n, e))
+                    if model == "mlp":
+                        d = os.path.join(work, "ps%d_%d" % (n, k))
+                        out = _run([os.path.join(ROOT, "scripts", "local_cluster"), "--ps", "1", "--workers", str(n),
+                                    "--timeout", "600", "--", sample, "--model", "mlp", "--model_network", "256 128",
+                                    "--optimizer", "adam", "--learning_rate", "0.001", "--noenable_lr_decay",
+                                    "--batch_size", "64", "--epoch_number", "1", "--max_steps", str(STEPS[model]),
+                                    "--steps_to_validate", "0", "--threads", str(threads), "--data_dir", DATA_DIR,
+                                    "--mode", "train_from_scratch", "--sync_mode", "async",
+                                    "--checkpoint_path", d + "/ckpt", "--output_path", d + "/tb"], timeout=660, log=log)
+                        ps_r.append(_cluster_rate(out)[0])
+                med = statistics.median(ours)
+                w, mb = wires[-1]
+                say("# allreduce_training %s, %d workers: ours %s ex/s; chief's wire bytes per step %.0f = %.3f x the "
+                    "model (%d B; a ring's bound 2 (n - 1) / n = %.3f)" % (model, n, "/".join(fmt(x) for x in ours), w,
+                                                                          w / mb if mb else 0, mb, 2 * (n - 1) / n))
+                rows = (("pytorch ddp gloo, %s, %d workers" % (model, n), torch_r, versions.get("torch", ""), False),
+                        ("tensorflow multiworkermirrored, %s, %d workers" % (model, n), tf_r, versions.get("tf", ""), False),
+                        ("ours ps mode (1 ps + %d async workers), mlp" % n, ps_r, "scripts/local_cluster", True))
+                for peer_name, vals, desc, internal in rows:
+                    if not vals:
+                        continue
+                    peer = statistics.median(vals)
+                    ratio = med / peer
+                    say("BENCH allreduce_training ours=%sex/s peer=%sex/s ratio=%s (%s)" % (fmt(med), fmt(peer), fmt(ratio), peer_name))
+                    results.append({"case": "allreduce_training", "ours": med, "peer": peer, "unit": "ex/s", "ratio": ratio,
+                                    "peer_name": peer_name, "timestamp": stamp, "higher_is_better": True,
+                                    "ours_speedup": ratio, "work": "examples/s, %d workers, Fashion-MNIST %s, batch 64 "
+                                    "per worker, Adam" % (n, model),
+                                    "ours_threads": "--threads %d per worker" % threads, "peer_threads": desc,
+                                    "ours_samples": ours, "peer_samples": vals, "pairs": rounds, "warmup_pairs": 0,
+                                    "internal": internal, "load_before": load_case})
+                if torch_r:
+                    say("#   goal >= 1.3x PyTorch DDP: %s" % ("met" if med / statistics.median(torch_r) >= 1.3 else "not met"))
+                if tf_r:
+                    say("#   goal >= 2x TensorFlow MWMS: %s" % ("met" if med / statistics.median(tf_r) >= 2 else "not met"))
+    finally:
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+    return results
