@@ -18,6 +18,9 @@ chief_lost   the same for the chief (worker 0): the others wait; the restarted c
 tf_config    the cluster from TF_CONFIG (a worker job only), as Kubeflow's TFJob sets it.
 ps_refused   --strategy allreduce with --ps_hosts fails at once saying there is no ps.
 fashion      Fashion-MNIST MLP, 4 workers, 10 epochs: test accuracy >= 0.88.
+trace        Fashion-MNIST MLP, 2 workers, 60 steps with --trace_path: 2 gradient buckets,
+             and in most steps the chief's trace shows the first bucket's all-reduce
+             running while the backward pass still computes dense1's weight gradient.
 """
 
 import json
@@ -210,7 +213,35 @@ def case_fashion(samples, tmp):
         c.kill_all()
 
 
+def case_trace(samples, tmp):
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        print("SKIP: needs Debian's dataset-fashion-mnist", flush=True)
+        return 77
+    trace = os.path.join(tmp, "trace.json")
+    c, names = allreduce(samples, "fashion_mnist", tmp, 2, ["--max_steps", "60", "--trace_path", trace])
+    try:
+        finish(c, names, 300)
+    finally:
+        c.kill_all()
+    check("2 gradient bucket(s)" in c.output("worker0"), "the MLP's gradients are not in 2 buckets (512 KiB each)")
+    if not check(os.path.exists(trace) and os.path.exists(trace + ".worker1"), "a task wrote no trace"):
+        return
+    with open(trace) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+
+    def spans(name):
+        return [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if e.get("name") == name and e.get("ph") == "X"]
+    bucket0 = spans("allreduce/bucket_0")
+    backward = spans("gradients/dense1/MatMul_grad/MatMul_1")
+    overlapping = sum(1 for a in bucket0 if any(a[0] < b[1] and b[0] < a[1] for b in backward))
+    print(f"bucket 0's all-reduce overlaps dense1's weight gradient in {overlapping} of {len(bucket0)} steps", flush=True)
+    check(len(bucket0) >= 60, f"the trace holds {len(bucket0)} all-reduces of bucket 0, not one per step")
+    check(overlapping >= len(bucket0) // 2, "the first bucket's all-reduce rarely overlaps the backward pass")
+
+
 CASES = {
+    "trace": case_trace,
     "equal": case_equal,
     "worker_lost": lambda s, t: case_lost(s, t, "worker2"),
     "chief_lost": lambda s, t: case_lost(s, t, "worker0"),

@@ -11,8 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "../net/src/store_service.h"
+
 namespace af = actorflow;
 namespace afn = actorflow::net;
+namespace an = actorflow::net;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -322,4 +325,45 @@ TEST_CASE("the process's TCP counters see bytes cross a socket") {
   CHECK(after.acked - before.acked >= 2u * 1024u * 1024u);
   CHECK(after.acked - before.acked < 2u * 1024u * 1024u * 105u / 100u);
   CHECK(after.received - before.received >= 2u * 1024u * 1024u);
+}
+
+TEST_CASE("the rendezvous store bounds what a peer may put in it") {
+  an::StoreService store;
+  auto ask = [&](bool set, std::string space, std::string key, std::string value = {}) {
+    an::StoreRequestMsg m;
+    m.request_id = 7;
+    m.set = set;
+    m.space = std::move(space);
+    m.key = std::move(key);
+    m.value = std::move(value);
+    return store.handle(m);
+  };
+  CHECK(ask(true, "job", "k", "v").status.ok());
+  auto got = ask(false, "job", "k");
+  CHECK(got.status.ok());
+  CHECK(got.value == "v");
+  CHECK(got.request_id == 7);
+  // Namespaces never meet; a missing key is not_found (the member polls).
+  CHECK(ask(false, "other", "k").status.code() == af::Code::not_found);
+  // Lengths from the wire are bounded.
+  CHECK(ask(true, "", "k", "v").status.code() == af::Code::invalid_argument);
+  CHECK(ask(true, "job", "").status.code() == af::Code::invalid_argument);
+  CHECK(ask(true, std::string(an::StoreService::kMaxSpaceBytes + 1, 's'), "k").status.code() == af::Code::invalid_argument);
+  CHECK(ask(true, "job", std::string(an::StoreService::kMaxKeyBytes + 1, 'k')).status.code() == af::Code::invalid_argument);
+  CHECK(ask(true, "job", "big", std::string(an::StoreService::kMaxValueBytes + 1, 'v')).status.code() ==
+        af::Code::invalid_argument);
+  // A set overwrites: the same key never grows the store.
+  for (int i = 0; i < 100; ++i) REQUIRE(ask(true, "job", "same", std::string(1000, 'x')).status.ok());
+  CHECK(store.entries() == 2);
+  // So do the totals: 64 values of 1 MiB fill it; the next new key is refused.
+  af::Status last;
+  int stored = 0;
+  for (int i = 0; i < 100 && last.ok(); ++i) {
+    last = ask(true, "job", "v" + std::to_string(i), std::string(an::StoreService::kMaxValueBytes, 'v')).status;
+    if (last.ok()) ++stored;
+  }
+  CHECK(last.code() == af::Code::resource_exhausted);
+  CHECK(stored < 64);
+  CHECK(stored >= 60);
+  CHECK(ask(false, "job", "k").value == "v");  // what it holds stays
 }

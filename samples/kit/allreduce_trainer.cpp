@@ -95,6 +95,8 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
   opts.intra_op_threads = f.threads;
   opts.step_timeout_ms = f.step_timeout_ms;
   opts.collective_group = group;
+  if (!f.trace_path.empty())
+    opts.trace_path = task.is_chief ? f.trace_path : f.trace_path + ".worker" + std::to_string(task.worker);
   AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g, opts));
   AF_RETURN_IF_ERROR(sess.run_init());
 
