@@ -16,7 +16,9 @@ worker_lost  3 workers of cancer_classifier; worker 2 killed with kill -9 mid-tr
 chief_lost   the same for the chief (worker 0): the others wait; the restarted chief
              resumes from its last checkpoint and the run ends normally.
 tf_config    the cluster from TF_CONFIG (a worker job only), as Kubeflow's TFJob sets it.
-ps_refused   --strategy allreduce with --ps_hosts fails at once saying there is no ps.
+ps_refused   --strategy allreduce with --ps_hosts fails at once saying there is no ps; on an
+             address beyond loopback without --trusted_network, saying Gloo's connections
+             are not authenticated.
 fashion      Fashion-MNIST MLP, 4 workers, 10 epochs: test accuracy >= 0.88.
 trace        Fashion-MNIST MLP, 2 workers, 60 steps with --trace_path: 2 gradient buckets,
              and in most steps the chief's trace shows the first bucket's all-reduce
@@ -196,6 +198,14 @@ def case_ps_refused(samples, tmp):
                        env={**os.environ, **token(tmp)}, capture_output=True, text=True, timeout=60)
     check(p.returncode == 2, f"exit {p.returncode}, not 2")
     check("has no ps tasks" in p.stderr, f"the error does not say allreduce has no ps: {p.stderr!r}")
+    # 192.0.2.x (TEST-NET-1): refused before anything listens or dials.
+    p = subprocess.run([os.path.join(samples, "cancer_classifier"), "--strategy", "allreduce",
+                        "--worker_hosts=192.0.2.1:2222,192.0.2.2:2222", "--job_name=worker", "--task_index=0",
+                        "--checkpoint_path", os.path.join(tmp, "ckpt")],
+                       env={**os.environ, **token(tmp)}, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2, f"beyond loopback without --trusted_network: exit {p.returncode}, not 2")
+    check("neither authenticated nor encrypted" in p.stderr and "--trusted_network" in p.stderr,
+          f"the error does not say why: {p.stderr!r}")
 
 
 def case_fashion(samples, tmp):

@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 namespace kit {
@@ -49,6 +50,14 @@ std::unique_ptr<afn::NodeDaemon> start_daemon(const afn::ClusterSpec& spec, cons
                   "or ACTORFLOW_TOKEN_FILE=FILE naming a file that holds it");
   if (!d.ok()) fail(program, spec.self().to_string() + " cannot start its node daemon on " + self->to_string() + ": " + d.status().to_string());
   return std::move(d).value();
+}
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1) return buf[0] == 127;
+  static const unsigned char v6_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return inet_pton(AF_INET6, host.c_str(), buf) == 1 && std::memcmp(buf, v6_loopback, 16) == 0;
 }
 
 }  // namespace
@@ -101,6 +110,12 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
                                                 "--replication", "--ps_strategy", "--sync_timeout_ms", "--clock_log"},
                                            "to --strategy allreduce (synchronous by construction, no ps)");
     if (!unused.empty()) fail(program, unused);
+    // Gloo's own pairs carry the gradients with neither authentication nor encryption
+    // (as PyTorch DDP's): beyond loopback that is an explicit choice, TLS or not.
+    if (auto self = spec->self_address(); self.ok() && !is_loopback_host(self->host) && !f.trusted_network)
+      fail(program, "--strategy allreduce: Gloo's connections between the workers are neither authenticated nor "
+                    "encrypted; beyond loopback (" + self->host + ") pass --trusted_network for a network no one "
+                    "else can reach");
   } else if (spec->num_tasks("ps") == 0) {
     fail(program, "the cluster has no ps task: pass --ps_hosts (or a ps job in TF_CONFIG), or train with --strategy allreduce");
   }
