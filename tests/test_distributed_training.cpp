@@ -234,9 +234,12 @@ TEST_CASE("sync replicas: sparse gradients are summed row by row and equal one s
     if (g.node(id).op == "SparseAccumulatorApplyGradient") {
       ++sparse_deposits;
       CHECK(g.node(id).output_shapes.empty());
-      const af::Node& values = g.node(g.node(id).inputs[1].node);
+      const af::Endpoint in = g.node(id).inputs[1];
+      const af::Shape& values = g.node(in.node).output_shapes[static_cast<size_t>(in.index)];
       const std::vector<int64_t> rows{-1, 3};
-      CHECK_MESSAGE(values.output_shapes[0].dims() == rows, values.output_shapes[0].to_string());
+      CHECK_MESSAGE(values.dims() == rows, values.to_string());
+      // Each row once: summed where the gradient is computed, before it leaves.
+      CHECK(g.node(in.node).op == "SparseSumDuplicates");
     }
   }
   CHECK(sparse_deposits == 2);  // one per worker

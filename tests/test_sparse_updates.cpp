@@ -99,3 +99,36 @@ TEST_CASE("sparse updates of every TF1 optimizer match TensorFlow's, on plain an
     }
   }
 }
+
+TEST_CASE("a sparse update writes its rows in place, yet never reaches an earlier fetch, a constant or another variable") {
+  af::Graph g;
+  af::Tensor init = af::Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, {4, 2});
+  auto table = af::get_variable(g, "table", {4, 2}, af::constant_initializer(init));
+  auto copy = af::get_variable(g, "copy", {4, 2}, af::zeros_initializer());
+  auto copy_table = af::assign(copy, table, "copy_table");
+  auto ids = af::placeholder(g, af::i64, {-1}, "ids");
+  auto loss = af::reduce_sum(af::gather(table, ids));
+  af::optim::GradientDescent sgd(0.5);
+  auto train = sgd.minimize(loss);
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  REQUIRE(sess->run_init().ok());
+  auto before = sess->run({table});
+  REQUIRE(before.ok());
+  REQUIRE(sess->run({copy_table}).ok());
+  REQUIRE(sess->run({}, {{ids, af::Tensor::from_vector(std::vector<int64_t>{1, 1}, {2})}}, {train}).ok());
+  auto after = sess->run({table, copy});
+  REQUIRE(after.ok());
+  for (int64_t k = 0; k < 8; ++k) {
+    CHECK((*before)[0].data<float>()[k] == init.data<float>()[k]);  // what run returned stays
+    CHECK((*after)[1].data<float>()[k] == init.data<float>()[k]);   // the variable copied from it
+    // Row 1 got the gradient twice (two ids), the others nothing.
+    const float want = init.data<float>()[k] - (k / 2 == 1 ? 1.0f : 0.0f);
+    CHECK((*after)[0].data<float>()[k] == want);
+  }
+  // The initializer's constant is intact: initializing again gives its values back.
+  REQUIRE(sess->run_init().ok());
+  auto again = sess->run({table});
+  REQUIRE(again.ok());
+  for (int64_t k = 0; k < 8; ++k) CHECK((*again)[0].data<float>()[k] == init.data<float>()[k]);
+}

@@ -115,7 +115,10 @@ class UpdateKernel : public OpKernel {
                                   "' of shape " + declared_.to_string()));
         return;
       }
-      var->value = value;
+      // A variable owns its buffer from the start: a value still held elsewhere (a
+      // constant's, another variable's) is copied, so an update that writes its rows in
+      // place (a sparse apply) can never reach a constant or another variable.
+      var->value = value.buffer_use_count() > 1 ? value.clone() : std::move(value);
       ctx.set_output(0, var->value);
       return;
     }

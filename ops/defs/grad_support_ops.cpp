@@ -19,6 +19,24 @@ AF_REGISTER_OP("SparseRowsToDense").inputs(3).shape_fn([](ShapeContext& c) {
   return Status::OK();
 });
 
+// (values [k, ...row], indices [k]) -> (unique indices int64 [u], values [u, ...row]): the
+// rows of a sparse gradient summed by index, in the order each index first appears.
+AF_REGISTER_OP("SparseSumDuplicates").inputs(2).outputs(2).shape_fn([](ShapeContext& c) {
+  if (!is_floating(c.input_dtype(0))) return c.error("values " + c.describe_input(0) + " must be floating point");
+  AF_RETURN_IF_ERROR(shape_fns::require_dtype(c, 1, {DType::i32, DType::i64}));
+  const Shape& v = c.input_shape(0);
+  if (v.has_rank() && v.rank() < 1) return c.error("values " + c.describe_input(0) + " must be rows [k, ...]");
+  std::vector<int64_t> dims = v.has_rank() ? v.dims() : std::vector<int64_t>{};
+  c.set_output(0, DType::i64, Shape{-1});
+  if (v.has_rank()) {
+    dims[0] = -1;
+    c.set_output(1, c.input_dtype(0), Shape(dims));
+  } else {
+    c.set_output(1, c.input_dtype(0), v);
+  }
+  return Status::OK();
+});
+
 }  // namespace actorflow
 
 namespace actorflow {

@@ -237,8 +237,15 @@ class ApplyKernel : public OpKernel {
     }
     if (kSparse && !check_sparse(ctx, var, grad, ctx.input(kIndices))) return;
 
-    for (auto& s : states)
-      if (s->value.buffer_use_count() > 1) s->value = s->value.clone();
+    // A dense update copies a value someone still holds (a read in flight, a step's fetch),
+    // so that reader sees the value it read. A sparse update writes its rows in place, as
+    // TF1's ref variables do: an embedding table's reader (another worker's gather, parked
+    // until its ids arrive) holds the table most of the time, and a copy of a 64 MB table
+    // per update would cost more than the update; such a reader sees the rows as they are
+    // when it runs, as it would in TensorFlow.
+    if constexpr (!kSparse)
+      for (auto& s : states)
+        if (s->value.buffer_use_count() > 1) s->value = s->value.clone();
 
     visit_dtype(var.dtype(), [&](auto tag) {
       using T = decltype(tag);

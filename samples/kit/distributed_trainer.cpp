@@ -163,8 +163,12 @@ int64_t model_bytes(const af::Graph& g) {
 void note_traffic(TrainResult& r, const afn::EdgeTraffic& before, int64_t steps, const af::Graph& g) {
   afn::EdgeTraffic now = afn::edge_traffic();
   r.model_bytes = model_bytes(g);
-  if (steps > 0)
+  if (steps > 0) {
     r.wire_bytes_per_step = static_cast<double>((now.sent - before.sent) + (now.received - before.received)) / static_cast<double>(steps);
+    r.socket_bytes_per_step =
+        static_cast<double>((now.socket_sent - before.socket_sent) + (now.socket_received - before.socket_received)) /
+        static_cast<double>(steps);
+  }
 }
 
 af::Status chief_finish(af::Session& sess, Model& m, const Split& data, const Flags& f, const ClusterTask& task,
@@ -288,7 +292,8 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   int64_t local_steps = 0, examples = 0, first_count = 0;
   // This worker's share of an epoch's steps (in sync mode each step is all of theirs).
   RecentLoss recent(sync ? steps_per_epoch : steps_per_epoch / std::max(1, task.num_workers));
-  int64_t next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+  const int64_t save_every = f.save_checkpoint_steps > 0 ? f.save_checkpoint_steps : steps_per_epoch;
+  int64_t next_save = (gstep / save_every + 1) * save_every;
   int64_t next_report = gstep + std::max<int64_t>(1, target / 10);
   // The cluster's warm-up in global steps: each worker's first steps (a sync step takes
   // `replicas` of them).
@@ -358,7 +363,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
         af::Status saved = saver->save(sess, f.checkpoint_path, gstep);
         if (!saved.ok() && retryable(saved)) continue;  // the next step finds out and recovers
         AF_RETURN_IF_ERROR(saved);
-        next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+        next_save = (gstep / save_every + 1) * save_every;
         last_save = Clock::now();
       }
     }
@@ -542,7 +547,8 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
       recent.add(loss);
       if (writer && gstep % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       bool periodic = Clock::now() - last_save >= std::chrono::milliseconds(static_cast<int64_t>(f.save_checkpoint_secs * 1000));
-      if ((gstep % steps_per_epoch == 0 || periodic) && gstep < target) {
+      const int64_t save_every = f.save_checkpoint_steps > 0 ? f.save_checkpoint_steps : steps_per_epoch;
+      if ((gstep % save_every == 0 || periodic) && gstep < target) {
         af::Status saved = saver.save(sess, f.checkpoint_path, gstep);
         if (!saved.ok() && retryable(saved)) continue;  // the next step finds out and recovers
         AF_RETURN_IF_ERROR(saved);

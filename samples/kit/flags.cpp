@@ -189,6 +189,11 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
                  "distributed: the chief checkpoints this often as well as every epoch (a lost ps costs at most this much)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--save_checkpoint_steps", f.save_checkpoint_steps,
+                 "distributed: the chief checkpoints every this many global steps instead of every epoch (0: every "
+                 "epoch; a model of large tables whose epochs are short checkpoints less often)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--heartbeat_ms", f.heartbeat_ms, "distributed: every connection sends a heartbeat this often when idle")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -59,6 +59,7 @@ struct Flags {
   int64_t slow_step_ms = 0;            // a test hook: sleep this long before every step
   int64_t hash_bucket_size = 0;        // wide_and_deep: hashed sparse features in a table this big (0: none)
   double save_checkpoint_secs = 600;   // the chief also checkpoints this often (bounds what a lost ps costs)
+  int64_t save_checkpoint_steps = 0;   // distributed: the chief checkpoints every N global steps (0: every epoch)
   int heartbeat_ms = 1000;             // every connection beats this often when idle
   int peer_timeout_ms = 10000;         // a peer silent this long is dead (a cut link, a hung host)
   bool trusted_network = false;        // the task's daemon may listen beyond loopback without TLS

@@ -221,22 +221,22 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
     }
     if (!task->is_chief) {
       std::printf("RESULT sample=%s role=worker task=%s global_step=%lld seconds=%.1f examples_per_second=%.0f "
-                  "first_loss=%.4f final_loss=%.4f wire_bytes_per_step=%.0f model_bytes=%lld strategy=%s "
-                  "allreduce_bytes_per_step=%.0f\n",
+                  "first_loss=%.4f final_loss=%.4f wire_bytes_per_step=%.0f socket_bytes_per_step=%.0f model_bytes=%lld "
+                  "strategy=%s allreduce_bytes_per_step=%.0f\n",
                   sample_name.c_str(), task->self.c_str(), static_cast<long long>(r->steps), r->seconds,
-                  r->examples_per_second, r->first_loss, r->last_loss, r->wire_bytes_per_step,
+                  r->examples_per_second, r->first_loss, r->last_loss, r->wire_bytes_per_step, r->socket_bytes_per_step,
                   static_cast<long long>(r->model_bytes), f.strategy.c_str(), r->allreduce_bytes_per_step);
       std::fflush(stdout);  // whole, before the daemon's last log lines
       return 0;
     }
     std::printf("RESULT sample=%s model=%s role=chief replication=%s sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
                 "steps=%lld seconds=%.1f examples_per_second=%.0f steady_examples_per_second=%.0f first_loss=%.4f final_loss=%.4f "
-                "wire_bytes_per_step=%.0f model_bytes=%lld strategy=%s allreduce_bytes_per_step=%.0f\n",
+                "wire_bytes_per_step=%.0f socket_bytes_per_step=%.0f model_bytes=%lld strategy=%s allreduce_bytes_per_step=%.0f\n",
                 sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
                 r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
                 r->steady_examples_per_second,
-                r->first_loss, r->last_loss, r->wire_bytes_per_step, static_cast<long long>(r->model_bytes), f.strategy.c_str(),
-                r->allreduce_bytes_per_step);
+                r->first_loss, r->last_loss, r->wire_bytes_per_step, r->socket_bytes_per_step,
+                static_cast<long long>(r->model_bytes), f.strategy.c_str(), r->allreduce_bytes_per_step);
     std::fflush(stdout);
     return 0;
   }

@@ -83,6 +83,11 @@ Output sum_to_shape_of(const Output& g, const Output& like, const std::string& n
 // Dense form of a sparse gradient: rows `values` scattered-added at `indices` into zeros
 // shaped like `like`.
 Output densify(const Gradient& g, const Output& like);
+// A sparse gradient with each row index once, its values summed (TF's
+// _deduplicate_indexed_slices), indices int64 and values [u, ...row] in first-seen order;
+// built where the gradient is computed, so that a worker sends a row it touched several
+// times in a batch once. A dense gradient comes back as it is.
+Gradient sum_duplicate_rows(const Gradient& g, const std::vector<int64_t>& row_dims);
 
 }  // namespace actorflow
 

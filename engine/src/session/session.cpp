@@ -74,6 +74,20 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Fetch>& fetches, cons
   return run(RunOptions{}, fetches, feeds, targets);
 }
 
+namespace {
+
+// A fetched tensor is the caller's: one that still shares its buffer (a variable's value,
+// a constant) is copied, so a later update that writes a variable in place (a sparse
+// apply) never changes what an earlier run returned. Fresh results are not copied.
+Result<std::vector<Tensor>> owned(Result<std::vector<Tensor>> r) {
+  if (r.ok())
+    for (Tensor& t : *r)
+      if (t.valid() && t.buffer_use_count() > 1) t = t.clone();
+  return r;
+}
+
+}  // namespace
+
 Result<std::vector<Tensor>> Session::run(const RunOptions& options, const std::vector<Fetch>& fetches,
                                          const FeedDict& feeds, const std::vector<Operation>& targets) {
   if (!impl_) return failed_precondition("session is closed");
@@ -81,7 +95,7 @@ Result<std::vector<Tensor>> Session::run(const RunOptions& options, const std::v
   for (auto& [o, t] : feeds) AF_RETURN_IF_ERROR(graph_->check_owns(o, "a feed"));
   for (auto& op : targets) AF_RETURN_IF_ERROR(graph_->check_owns(op, "a target"));
   RunRequest req{fetches, feeds, targets, options};
-  return impl_->run(req);
+  return owned(impl_->run(req));
 }
 
 Result<Callable> Session::make_callable(const std::vector<Fetch>& fetches, const std::vector<Output>& feeds,
@@ -103,7 +117,7 @@ Result<std::vector<Tensor>> Callable::operator()(const std::vector<Tensor>& feed
   if (feeds.size() != num_feeds_)
     return invalid_argument("the callable takes " + std::to_string(num_feeds_) + " feed(s), got " +
                             std::to_string(feeds.size()));
-  return step_->run(feeds, options);
+  return owned(step_->run(feeds, options));
 }
 
 namespace {

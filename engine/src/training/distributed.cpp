@@ -99,11 +99,12 @@ SyncReplicasOps sync_replicas_minimize(const std::vector<OptimizerVars>& parts, 
       const bool sparse = gr.sparse();
       Output indices, values;
       if (sparse) {
-        std::vector<int64_t> rows = v.shape().dims();
-        if (rows.empty()) throw Error(invalid_argument("sync_replicas_minimize: a sparse gradient for scalar variable '" + var + "'"));
-        rows[0] = -1;
-        values = reshape(gr.values, Shape(rows), "values");
-        indices = reshape(gr.indices, Shape{-1}, "indices");
+        const std::vector<int64_t>& dims = v.shape().dims();
+        if (dims.empty()) throw Error(invalid_argument("sync_replicas_minimize: a sparse gradient for scalar variable '" + var + "'"));
+        // Each row this worker's batch touched, once.
+        Gradient rows = sum_duplicate_rows(gr, std::vector<int64_t>(dims.begin() + 1, dims.end()));
+        values = rows.values;
+        indices = rows.indices;
       }
       OnDevice on_ps(g, v.node().device);
       NodeSpec put;

@@ -39,6 +39,21 @@ Output densify(const Gradient& g, const Output& like) {
   return dsl::add(dsl::graph_of(g.values), "SparseRowsToDense", "densify", {g.values, g.indices, like});
 }
 
+Gradient sum_duplicate_rows(const Gradient& g, const std::vector<int64_t>& row_dims) {
+  if (!g.sparse()) return g;
+  std::vector<int64_t> rows{-1};
+  rows.insert(rows.end(), row_dims.begin(), row_dims.end());
+  Graph& graph = dsl::graph_of(g.values);
+  Operation op = dsl::add_op(graph, [&] {
+    NodeSpec spec;
+    spec.op = "SparseSumDuplicates";
+    spec.name = "SparseSumDuplicates";
+    spec.inputs = {reshape(g.values, Shape(rows), "rows"), reshape(g.indices, Shape{-1}, "row_ids")};
+    return spec;
+  }());
+  return Gradient{{}, op.output(0), op.output(1)};
+}
+
 // ---- GradContext ----
 
 GradContext::GradContext(Graph& g, int node, std::vector<Gradient> output_grads)

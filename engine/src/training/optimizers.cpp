@@ -107,6 +107,12 @@ Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const O
     throw Error(invalid_argument(name_ + ": no gradients for any variable (" + missing +
                                  "); check that the loss depends on them"));
   Graph& g = *todo[0].second.graph();
+  // A sparse gradient computed on another task than its variable's (a worker's, for a
+  // variable on a ps) is summed by row where it is computed, so the wire carries each row
+  // a batch touched once.
+  for (auto& [gr, v] : todo)
+    if (gr.sparse() && v.shape().has_rank() && v.shape().rank() >= 1 && gr.values.node().device != v.node().device)
+      gr = sum_duplicate_rows(gr, std::vector<int64_t>(v.shape().dims().begin() + 1, v.shape().dims().end()));
   if (global_step.valid()) {
     dsl::require_variable(global_step, name_, "global_step");
     if (!is_integer(global_step.dtype()))
