@@ -161,7 +161,10 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
   int64_t local_steps = 0, examples = 0, first_count = 0;
   std::deque<double> recent;
   double recent_sum = 0;
-  int64_t next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+  // The chief checkpoints every epoch (or --save_checkpoint_steps) and every
+  // --save_checkpoint_secs: what a restart after a lost worker goes back to.
+  const int64_t save_every = f.save_checkpoint_steps > 0 ? f.save_checkpoint_steps : steps_per_epoch;
+  int64_t next_save = (gstep / save_every + 1) * save_every;
   int64_t next_report = gstep + std::max<int64_t>(1, target / 10);
   auto last_save = Clock::now();
   SteadyRate steady(kWarmupStepsPerWorker);
@@ -179,7 +182,7 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
         AF_ASSIGN_OR_RETURN(gstep, join());
         std::cerr << af::log_time() << " " << task.self << ": the group is back at global step " << gstep
                   << (resumed_from.empty() ? std::string() : " (restored " + resumed_from + ")") << std::endl;
-        next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+        next_save = (gstep / save_every + 1) * save_every;
         continue;
       }
       if (!out.ok()) return out.status().with_context(task.describe() + " at global step " + std::to_string(gstep));
@@ -210,7 +213,7 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
       bool periodic = Clock::now() - last_save >= std::chrono::milliseconds(static_cast<int64_t>(f.save_checkpoint_secs * 1000));
       if ((gstep >= next_save || periodic) && gstep < target) {
         AF_RETURN_IF_ERROR(saver->save(sess, f.checkpoint_path, gstep));
-        next_save = (gstep / steps_per_epoch + 1) * steps_per_epoch;
+        next_save = (gstep / save_every + 1) * save_every;
         last_save = Clock::now();
       }
     }
