@@ -21,9 +21,10 @@ import readme_table
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Cases the driver runs itself, not through a program's `--serve` protocol (they start
-# servers, clusters and load generators): serving (serving_case.py) and dist_training
-# (dist_training_case.py). Not in --quick; run when named or in a full run.
-DRIVER_CASES = ("serving", "dist_training", "allreduce_training")
+# servers, clusters and load generators): serving (serving_case.py), dist_training
+# (dist_training_case.py), allreduce_training (allreduce_training_case.py) and
+# sparse_training (sparse_training_case.py). Not in --quick; run when named or in a full run.
+DRIVER_CASES = ("serving", "dist_training", "allreduce_training", "sparse_training")
 
 
 class Worker:
@@ -286,10 +287,14 @@ def main():
                 import allreduce_training_case
                 results += allreduce_training_case.run(args.build, args.quick, fmt, stamp, loadavg, _say, args.python,
                                                        args.threads)
-            else:
+            elif name == "dist_training":
                 import dist_training_case
                 results += dist_training_case.run(args.build, args.quick, fmt, stamp, loadavg, _say, args.python,
                                                   args.threads)
+            else:
+                import sparse_training_case
+                results += sparse_training_case.run(args.build, args.quick, fmt, stamp, loadavg, _say, args.python,
+                                                    args.threads)
         except Exception as e:  # noqa: BLE001 - a failed case is reported, the run goes on
             failures += 1
             print("FAIL %s: %s" % (name, e))
