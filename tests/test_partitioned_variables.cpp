@@ -6,6 +6,9 @@
 // training step. The data-flow ops the lookup is built from are checked on their own.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include <actorflow/actorflow.h>
 
 #include <unistd.h>
@@ -403,4 +406,58 @@ TEST_CASE("a training step through a partitioned embedding updates the rows look
   CHECK(out[0].to_vector<float>() == std::vector<float>{0, 0.5f, 2, 3});
   CHECK(out[1].to_vector<float>() == std::vector<float>{4, 5, 8, 8});
   CHECK(out[2].to_vector<float>() == std::vector<float>{8, 9, 10, 11});  // untouched
+}
+
+// The same, against values TensorFlow itself wrote (tests/data/make_partition_golden.py).
+TEST_CASE("partitioners and embedding_lookup match what TensorFlow makes of the same shapes and ids") {
+  std::ifstream in(std::string(AF_TEST_DATA_DIR) + "/partitioned_variables.json");
+  REQUIRE_MESSAGE(in.good(), "cannot read tests/data/partitioned_variables.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  REQUIRE(doc["partitions"].size() >= 8);
+  for (const auto& c : doc["partitions"]) {
+    const std::string name = c["name"];
+    CAPTURE(name);
+    const std::vector<int64_t> shape = c["shape"].get<std::vector<int64_t>>();
+    const af::DType dtype = c["dtype"] == "float64" ? af::f64 : af::f32;
+    const auto& a = c["args"];
+    af::Partitioner p = c["kind"] == "fixed"
+                            ? af::fixed_size_partitioner(a["num_shards"].get<int64_t>(), a["axis"].get<int>())
+                            : af::min_max_variable_partitioner(a["max_partitions"].get<int64_t>(), a["axis"].get<int>(),
+                                                               a["min_slice_size"].get<int64_t>());
+    af::Graph g;
+    auto v = af::get_variable(g, name, af::Shape(shape), af::zeros_initializer(dtype), p);
+    REQUIRE(static_cast<size_t>(v.num_parts()) == c["parts"].size());
+    for (size_t k = 0; k < c["parts"].size(); ++k) {
+      const auto& want = c["parts"][k];
+      const af::Output& part = v.parts()[k];
+      CHECK(part.node().name == want["name"].get<std::string>());
+      CHECK(part.shape().dims() == want["shape"].get<std::vector<int64_t>>());
+      auto info = af::save_slice_info(part);
+      REQUIRE(info.has_value());
+      CHECK(info->spec() == want["spec"].get<std::string>());
+    }
+  }
+  for (const auto& c : doc["lookups"]) {
+    const std::string strategy = c["strategy"];
+    CAPTURE(strategy);
+    af::Graph g;
+    std::vector<af::Output> shards;
+    for (size_t k = 0; k < c["shards"].size(); ++k) {
+      const auto rows = c["shard_rows"][k].get<int64_t>();
+      shards.push_back(af::constant(g, af::Tensor::from_vector(c["shards"][k].get<std::vector<float>>(), {rows, 2})));
+    }
+    const auto ids = c["ids"].get<std::vector<std::vector<int64_t>>>();
+    std::vector<int64_t> flat;
+    for (auto& r : ids) flat.insert(flat.end(), r.begin(), r.end());
+    auto id_t = af::constant(g, af::Tensor::from_vector(flat, {static_cast<int64_t>(ids.size()), static_cast<int64_t>(ids[0].size())}));
+    auto looked = af::embedding_lookup(shards, id_t, strategy);
+    auto sess = af::Session::create(g);
+    REQUIRE(sess.ok());
+    auto r = sess->run({looked});
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    const std::vector<float> want = c["result"].get<std::vector<float>>();
+    REQUIRE((*r)[0].num_elements() == static_cast<int64_t>(want.size()));
+    CHECK((*r)[0].shape().dims() == std::vector<int64_t>{2, 3, 2});
+    for (size_t k = 0; k < want.size(); ++k) CHECK((*r)[0].data<float>()[k] == want[k]);
+  }
 }
