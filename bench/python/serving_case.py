@@ -179,6 +179,32 @@ def _wrk(url, script, seconds, threads, log):
     return r
 
 
+def _grpc_load(helper, port, seconds, threads, delay_ms, expect, log):
+    """build/bench/serving --grpc-load: TF Serving's Predict over gRPC, CONNECTIONS calls in
+    flight; the same JSON fields as _wrk's result (rps, p50_ms, p99_ms)."""
+    argv = [helper, "--grpc-load", str(port), "--seconds", str(seconds), "--concurrency", str(CONNECTIONS),
+            "--threads", str(threads), "--delay-ms", str(delay_ms), "--expect", str(expect)]
+    r = _run_json(argv, timeout=seconds + 60)
+    log.write("$ %s\n%s\n" % (" ".join(argv), json.dumps(r)))
+    log.flush()
+    if not r.get("ok"):
+        raise RuntimeError("the gRPC load failed: %s" % json.dumps(r))
+    return r
+
+
+def _half_load(measure, sat_rps):
+    """The p50/p99 at half the saturating rate over CONNECTIONS connections: `measure(delay_ms,
+    seconds)` runs the load with that mean think time per connection. Each connection's
+    cycle, think time plus answer time, must last CONNECTIONS / (rate / 2) s; a short probe
+    with the whole interval as think time measures the answer time at that load."""
+    interval_ms = CONNECTIONS * 1000.0 / (sat_rps / 2)
+    probe_ms = max(1, int(round(interval_ms)))
+    probe = measure(probe_ms, 3)
+    answer_ms = max(0.0, CONNECTIONS * 1000.0 / probe["rps"] - probe_ms)
+    delay_ms = max(1, int(round(interval_ms - answer_ms)))
+    return delay_ms
+
+
 def run(build, quick, fmt, stamp, loadavg, say):
     """Measures the case; returns the result dicts (the driver's schema). `say` prints a line."""
     serve_bin = os.path.join(build, "tools", "actorflow-serve")
@@ -188,6 +214,12 @@ def run(build, quick, fmt, stamp, loadavg, say):
         if not os.access(path, os.X_OK):
             say("SKIP serving: %s is not built or installed (%s)" % (path, what))
             return []
+    # The gRPC half needs the helper's gRPC client (built where actorflow-serve has gRPC).
+    probe = subprocess.run([helper, "--grpc-load", "0", "--seconds", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=60)
+    grpc_ok = "built without gRPC" not in probe.stdout
+    if not grpc_ok:
+        say("SKIP serving over gRPC: build/bench/serving was built without gRPC (libgrpc++-dev)")
     seconds = 5 if quick else 20
     limit_seconds = 2 if quick else 3
     wrk_threads = max(1, min(2, os.cpu_count() or 1))
@@ -260,6 +292,21 @@ def run(build, quick, fmt, stamp, loadavg, say):
                 half = _wrk(url, half_script, seconds, wrk_threads, log)
                 runs[mode] = {"sat": sat, "half": half, "delay_ms": delay_ms,
                               "mean_batch": rows / steps if steps else 0.0, "argv": " ".join(srv.argv[1:])}
+                # The same over gRPC (TF Serving's Predict, a TensorProto of the same row),
+                # with build/bench/serving's C++ client: 64 calls in flight over 2 threads.
+                if grpc_ok and srv.grpc_port:
+                    expect = expected[0]
+                    _grpc_load(helper, srv.grpc_port, 2, wrk_threads, 0, expect, log)  # warm-up
+                    m0 = srv.metrics()
+                    gsat = _grpc_load(helper, srv.grpc_port, seconds, wrk_threads, 0, expect, log)
+                    m1 = srv.metrics()
+                    gsteps = m1["actorflow_serve_session_steps_total"] - m0["actorflow_serve_session_steps_total"]
+                    grows = m1["actorflow_serve_batch_size_sum"] - m0["actorflow_serve_batch_size_sum"]
+                    gdelay = _half_load(lambda d, sec: _grpc_load(helper, srv.grpc_port, sec, wrk_threads, d, expect, log),
+                                        gsat["rps"])
+                    ghalf = _grpc_load(helper, srv.grpc_port, seconds, wrk_threads, gdelay, expect, log)
+                    runs[mode]["grpc"] = {"sat": gsat, "half": ghalf, "delay_ms": gdelay,
+                                          "mean_batch": grows / gsteps if gsteps else 0.0}
             finally:
                 srv.stop()
             limits.append(limit())
@@ -287,7 +334,9 @@ def run(build, quick, fmt, stamp, loadavg, say):
                         "warmup_pairs": 1, "internal": False, "load_before": load_case})
 
     say("# serving: actorflow-serve, exported MLP 784-256-128-10, one-row POST :predict, wrk -t%d -c%d -d%ds; "
-        "limit: in-process one-row predicts (best of 1/2/4 callers, scheduler polling or waiting)" % (wrk_threads, CONNECTIONS, seconds))
+        "gRPC: build/bench/serving --grpc-load, the same row as a TensorProto, %d calls in flight over %d threads; "
+        "limit: in-process one-row predicts (best of 1/2/4 callers, scheduler polling or waiting)"
+        % (wrk_threads, CONNECTIONS, seconds, CONNECTIONS, wrk_threads))
     for i, mode in enumerate(("batched", "unbatched")):
         r = runs[mode]
         before, after = limits[i], limits[i + 1]
@@ -318,5 +367,21 @@ def run(build, quick, fmt, stamp, loadavg, say):
         say("#   %s at half load: %s req/s offered by wrk (%.0f%% of saturating; mean delay %d ms per connection), "
             "p99 %s ms%s; the in-process latency is one caller's predict"
             % (mode, fmt(half["rps"]), 100 * half["rps"] / r["sat"]["rps"], r["delay_ms"], fmt(half["p99_ms"]),
-               " (goal: <= 5 ms)" if mode == "batched" else ""))
+               " (goal: <= 2 ms)" if mode == "batched" else ""))
+        if "grpc" in r:
+            g = r["grpc"]
+            add("serving_grpc_" + mode, g["sat"]["rps"], peer_rps, "req/s", True,
+                "one-row Predict calls over gRPC (TensorProto), %d in flight, %d s, saturating" % (CONNECTIONS, seconds),
+                [g["sat"]["rps"]], [before[0]["calls_per_s"], after[0]["calls_per_s"]], "in-process limit", threads)
+            say("#   gRPC %s: saturated p50 %s ms, p99 %s ms; mean rows per session step %.1f; %s%% of the limit%s"
+                % (mode, fmt(g["sat"]["p50_ms"]), fmt(g["sat"]["p99_ms"]), g["mean_batch"],
+                   fmt(100 * g["sat"]["rps"] / peer_rps), " (goal with batching: >= 70%)" if mode == "batched" else ""))
+            for q, peer_lat in (("p50", lat50), ("p99", lat99)):
+                add("serving_grpc_%s_%s" % (mode, q), g["half"][q + "_ms"], peer_lat, "ms", False,
+                    "%s latency of one-row gRPC Predict calls at half the saturating load (%d in flight, %d s)"
+                    % (q, CONNECTIONS, seconds),
+                    [g["half"][q + "_ms"]], [before[1][q + "_ms"], after[1][q + "_ms"]], "in-process limit", threads)
+            say("#   gRPC %s at half load: %s req/s offered (%.0f%% of saturating; mean delay %d ms per call slot), p99 %s ms%s"
+                % (mode, fmt(g["half"]["rps"]), 100 * g["half"]["rps"] / g["sat"]["rps"], g["delay_ms"],
+                   fmt(g["half"]["p99_ms"]), " (goal: <= 2 ms)" if mode == "batched" else ""))
     return results
