@@ -248,7 +248,7 @@ BENCH_CASE(bench::Case{.name = "step_latency",
                          return bench::Params{{{"reps", 200}}, {{"kind", "one_op"}}};
                        },
                        .prepare = step,
-                       .note = "target: ours <= 3us (issue 13)"});
+                       .note = "target: ours <= 3us"});
 
 BENCH_CASE(bench::Case{.name = "pipelining",
                        .unit = "ms",

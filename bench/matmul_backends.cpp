@@ -1,5 +1,5 @@
 // The f32 matmul backends per shape class: ActorFlow's automatic choice ("ours"), Eigen
-// forced, oneDNN forced, OpenBLAS's cblas_sgemm and libxsmm's JIT kernels (issue 13), on
+// forced, oneDNN forced, OpenBLAS's cblas_sgemm and libxsmm's JIT kernels, on
 // the shapes the models and benchmarks multiply. The thresholds of
 // ops/cpu/onednn_matmul.cpp come from these figures (bench/README.md, "Matmul backends").
 //

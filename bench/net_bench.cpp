@@ -341,7 +341,7 @@ BENCH_CASE(bench::Case{.name = "wire_throughput_4MiB",
                                               {{"kind", "wire_throughput"}}};
                        },
                        .prepare = wire,
-                       .note = "goals (issue 10): >= 0.8x iperf3, >= 2x TensorFlow gRPC"});
+                       .note = "goals: >= 0.8x iperf3, >= 2x TensorFlow gRPC"});
 
 BENCH_CASE(bench::Case{.name = "wire_throughput_64MiB",
                        .unit = "GB/s",
@@ -353,7 +353,7 @@ BENCH_CASE(bench::Case{.name = "wire_throughput_64MiB",
                                               {{"kind", "wire_throughput"}}};
                        },
                        .prepare = wire,
-                       .note = "goals (issue 10): >= 0.8x iperf3, >= 2x TensorFlow gRPC"});
+                       .note = "goals: >= 0.8x iperf3, >= 2x TensorFlow gRPC"});
 
 BENCH_CASE(bench::Case{.name = "remote_step_latency",
                        .unit = "us",
@@ -364,7 +364,7 @@ BENCH_CASE(bench::Case{.name = "remote_step_latency",
                          return bench::Params{{{"reps", quick ? 100 : 200}}, {{"kind", "remote_step_latency"}}};
                        },
                        .prepare = latency,
-                       .note = "goals (issue 10): <= 0.25x TensorFlow's remote session.run, <= 2x the Asio echo"});
+                       .note = "goals: <= 0.25x TensorFlow's remote session.run, <= 2x the Asio echo"});
 
 }  // namespace
 

@@ -269,7 +269,7 @@ BENCH_CASE(bench::Case{.name = "mlp_training",
                              {{"kind", "mlp_training"}, {"data_dir", kDir}}};
                        },
                        .prepare = mlp,
-                       .note = "target ratio <= 1.0 (issue 5); process peak RSS is printed at exit"});
+                       .note = "target ratio <= 1.0; process peak RSS is printed at exit"});
 
 BENCH_CASE(bench::Case{.name = "cnn_training",
                        .unit = "s",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/chaos (issue 12, item 7): a short chaos run of the cancer classifier.
+"""scripts/chaos: a short chaos run of the cancer classifier.
 
 usage: test_chaos.py CASE CHAOS_SCRIPT [SAMPLE_BINARY]
 

@@ -1,4 +1,4 @@
-// The GPU kernels of the cuDNN group (issue 15, item 3; ops/cuda/gpu_cudnn_*): Conv2D and
+// The GPU kernels of the cuDNN group (ops/cuda/gpu_cudnn_*): Conv2D and
 // its two gradients, MaxPool/AvgPool and their gradients, FusedBatchNorm and its gradient
 // (training and inference), Dropout. Each is compared with its CPU kernel on random
 // inputs, with the tolerance in the case's name; the kernels run directly through the

@@ -1,4 +1,4 @@
-// The GPU device and its first kernels (issue 15): copies, elementwise ops with
+// The GPU device and its first kernels: copies, elementwise ops with
 // broadcasting, Sum/Mean, BiasAdd, MatMul and _FusedMatMul through cuBLASLt, each
 // compared with its CPU kernel on random inputs. The kernels run directly (not through a
 // session: placement on GPUs is the next step), through the same async path that node

@@ -1,4 +1,4 @@
-// The GPU training kernels of issue 15 (ops/cuda/gpu_training.cpp, gpu_host_kernels.cpp),
+// The GPU training kernels (ops/cuda/gpu_training.cpp, gpu_host_kernels.cpp),
 // each against its CPU kernel on random inputs with the tolerance stated in its case; the
 // MLP's gradients in a session on /gpu:0 against the CPU's; and the Fashion-MNIST MLP
 // trained on the GPU reaching the CPU's test accuracy within 0.5 points. Without a GPU

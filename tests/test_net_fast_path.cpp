@@ -1,4 +1,4 @@
-// The remote step's fast paths (issue 10, remote_step_latency), against an in-process
+// The remote step's fast paths (remote_step_latency), against an in-process
 // NodeDaemon on 127.0.0.1 (--insecure): a step of cheap kernels only runs on the daemon's
 // io thread (it passes a worker pool busy with a long step; its kernel errors still name
 // the node and the daemon); an idle DaemonClient's caller writes its RunStep and reads its

@@ -1,4 +1,4 @@
-// A link is cut (issue 12, item 5), for real: a ps daemon runs inside one network
+// A link is cut, for real: a ps daemon runs inside one network
 // namespace this test creates, a worker daemon and the client (this process, which enters
 // it) inside another, the two joined by a veth pair (10.200.X.Y/30). Both ends and both
 // addresses live in the test's own namespaces: no traffic and no address touch the host's

@@ -1,4 +1,4 @@
-// TLS under the token handshake (issue 10): daemons started with --tls_cert/--tls_key/
+// TLS under the token handshake: daemons started with --tls_cert/--tls_key/
 // --tls_ca and clients with ACTORFLOW_TLS_CERT/KEY/CA run steps, also across two daemons
 // (their peer connection is TLS too); a client without TLS, or with a certificate from
 // another CA, is refused; a daemon given half a TLS configuration refuses to start.

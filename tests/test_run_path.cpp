@@ -1,4 +1,4 @@
-// The low-latency run path (issue 13, sections 3 and 4): cheap nodes run in their
+// The low-latency run path: cheap nodes run in their
 // producer's actor (fewer actors, fewer messages), and a plan of only cheap nodes runs
 // on the caller's thread. Both must give what one actor per node gives: the same
 // values, concurrent steps, back-pressure, errors mid-chain, traces.

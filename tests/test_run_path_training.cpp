@@ -1,4 +1,4 @@
-// The run path for training steps (issue 13): a plan of synchronous kernels that holds
+// The run path for training steps: a plan of synchronous kernels that holds
 // stateful ones (variable reads, their Apply updates) runs on the caller's thread when it
 // is mostly serial, as an MLP's training step is, unless its step has a deadline. It must
 // give what the actors give, bit for bit and step by step; concurrent callers each run

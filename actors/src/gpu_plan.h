@@ -1,4 +1,4 @@
-// The runtime's half of GPU placement (issue 15): a plan whose nodes ask for a GPU gets
+// The runtime's half of GPU placement: a plan whose nodes ask for a GPU gets
 // each node's device from soft placement (actorflow/ops/gpu_placement.h) and a copy node
 // on every edge that crosses devices. Plans without such nodes are left alone, and CUDA
 // is never asked anything for them.

@@ -1,4 +1,4 @@
-// Where the nodes of one executor run (issue 13, sections 3 and 4): each in its own
+// Where the nodes of one executor run: each in its own
 // actor, in a producer's actor (colocated), or all on the caller's thread. Decided once,
 // when the executor is built, from the plan's per-step edges.
 #pragma once

@@ -1,4 +1,4 @@
-// GPU benchmarks for scripts/gpu-check (issue 15), one program outside bench/run: that
+// GPU benchmarks for scripts/gpu-check, one program outside bench/run: that
 // driver runs on machines without GPUs. Prints the harness's BENCH line format.
 //
 // gpu_matmul_4096[_tf32]: f32 [4096,4096] x [4096,4096] through our MatMul node's GPU

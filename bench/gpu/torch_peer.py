@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of scripts/gpu-check's GPU benchmarks (issue 15), run by the GPU
+"""PyTorch's side of scripts/gpu-check's GPU benchmarks, run by the GPU
 machine's own python3 (torch 2.11 with CUDA; no numpy needed).
 
   torch_peer.py makedata DIR     synthetic Fashion-MNIST-shaped IDX files (random pixels

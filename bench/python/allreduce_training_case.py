@@ -15,7 +15,7 @@ without decay, batch 64 per worker) on 2 and 4 workers:
   `scripts/local_cluster --ps 1 --workers n`, async), MLP only.
 
 Every process gets BENCH_THREADS threads. The sides alternate for 1 round (--quick) or 2,
-and medians are compared. Goals (issue 30): >= 1.3x PyTorch DDP's examples/s, >= 2x
+and medians are compared. Goals: >= 1.3x PyTorch DDP's examples/s, >= 2x
 TensorFlow's.
 """
 import json

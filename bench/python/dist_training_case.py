@@ -1,4 +1,4 @@
-"""The `dist_training` case of bench/python/driver.py (issue 11's benchmark).
+"""The `dist_training` case of bench/python/driver.py.
 
 Examples per second of 1 ps + 2 workers training the Fashion-MNIST MLP of
 `samples/fashion_mnist --model mlp` (784-256-128-10, Adam 1e-3 without decay, batch 64),

@@ -172,7 +172,7 @@ def main():
                 if w is not None:
                     w.close()
 
-    # ---- issue 10's network cases: TensorFlow's gRPC runtime as their peer ----
+    # ---- the network cases: TensorFlow's gRPC runtime as their peer ----
     # bench/python/tf_net_peer.py starts tf.distribute.Server processes, so it is started
     # only when wire_throughput_* or remote_step_latency (bench/net_bench.cpp) runs.
     if args.python and any(c.get("params", {}).get("kind") in ("wire_throughput", "remote_step_latency")

@@ -1,4 +1,4 @@
-"""The `serving` case of bench/python/driver.py (issue 14's benchmark).
+"""The `serving` case of bench/python/driver.py.
 
 actorflow-serve (build/tools/actorflow-serve) serves the exported Fashion-MNIST MLP
 (784-256-128-10, exported by `build/bench/serving --export`, i.e. kit::export_model) on

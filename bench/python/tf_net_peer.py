@@ -1,4 +1,4 @@
-"""TensorFlow's gRPC runtime as the peer of issue 10's network cases (bench/net_bench.cpp).
+"""TensorFlow's gRPC runtime as the peer of the network cases (bench/net_bench.cpp).
 
 Started by bench/python/driver.py in the bench venv when a network case runs. TensorFlow
 runs as a TF1 user runs a cluster: `tf.distribute.Server`s as separate processes on

@@ -1,4 +1,4 @@
-// Optional TLS under the token handshake (issue 10): every connection of a daemon and of
+// Optional TLS under the token handshake: every connection of a daemon and of
 // its clients goes through asio::ssl with OpenSSL, both ends presenting a certificate
 // signed by the cluster's CA and verifying the other's (mutual TLS). The HMAC handshake
 // still runs inside it, so a leaked certificate alone does not admit a peer.

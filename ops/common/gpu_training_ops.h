@@ -1,4 +1,4 @@
-// The ops of the CUDA module's training kernels (issue 15), registered for the GPU like
+// The ops of the CUDA module's training kernels, registered for the GPU like
 // kGpuKernelOps (gpu_module.h): gpu_module_loader.cpp offers both lists.
 #pragma once
 

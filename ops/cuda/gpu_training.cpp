@@ -1,4 +1,4 @@
-// The GPU kernels that training needs beyond gpu_kernels.cpp (issue 15): softmax
+// The GPU kernels that training needs beyond gpu_kernels.cpp: softmax
 // cross-entropy (sparse and dense) with its backprop, BiasAddGrad, comparisons and Select
 // (the relu gradient where(x > 0, g, 0)), BroadcastReduced (the gradient of Sum/Mean),
 // Cast, ZerosLike/OnesLike and the dense updates of every optimizer, the same arithmetic

@@ -1,4 +1,4 @@
-// A training sample as one task of a cluster (issue 11), started the way the seeds start
+// A training sample as one task of a cluster, started the way the seeds start
 // theirs, one process per task (with --replication in_graph only the chief is a client;
 // the other workers serve towers like ps tasks serve variables):
 //   cancer_classifier --ps_hosts=h:2222,h:2223 --worker_hosts=h:2224,h:2225 --job_name=ps --task_index=0

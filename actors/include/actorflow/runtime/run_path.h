@@ -1,4 +1,4 @@
-// Process-wide switches of the low-latency run path (issue 13, sections 3 and 4), read
+// Process-wide switches of the low-latency run path, read
 // when a kind of step is prepared. All are on by default; AF_CALLER_RUNS_CHEAP_STEPS,
 // AF_CALLER_RUNS_SERIAL_STEPS, AF_CALLER_RUNS_TRAINING_STEPS and AF_COLOCATE_CHEAP_OPS
 // (0 or 1) set them for a whole
