@@ -24,7 +24,10 @@ build: configure
 
 # The main job: the first program, then a few epochs of the Fashion-MNIST MLP.
 RUN_EPOCHS ?= 3
-run: build
+# It builds only the two programs it runs (and the libraries they link), not the tests and
+# benchmarks: `make test` builds those.
+run: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target hello fashion_mnist
 	$(BUILD_DIR)/samples/hello
 	cd $(BUILD_DIR) && ./samples/fashion_mnist --model mlp --epoch_number $(RUN_EPOCHS) --mode train_from_scratch
 
