@@ -21,7 +21,7 @@ ps_refused   --strategy allreduce with --ps_hosts fails at once saying there is 
              are not authenticated.
 fashion      Fashion-MNIST MLP, 4 workers, 10 epochs (Adam's learning rate scaled by sqrt(4) for
              the 4x global batch): test accuracy >= 0.88.
-trace        Fashion-MNIST MLP, 2 workers, 60 steps with --trace_path: 2 gradient buckets,
+trace        Fashion-MNIST MLP, 2 workers, 60 steps with --trace_path and buckets of 512 KiB: 2 buckets,
              and in most steps the chief's trace shows the first bucket's all-reduce
              running while the backward pass still computes dense1's weight gradient.
 """
@@ -232,7 +232,8 @@ def case_trace(samples, tmp):
         print("SKIP: needs Debian's dataset-fashion-mnist", flush=True)
         return 77
     trace = os.path.join(tmp, "trace.json")
-    c, names = allreduce(samples, "fashion_mnist", tmp, 2, ["--max_steps", "60", "--trace_path", trace])
+    c, names = allreduce(samples, "fashion_mnist", tmp, 2, ["--max_steps", "60", "--trace_path", trace,
+                                                            "--allreduce_bucket_bytes", "524288"])
     try:
         finish(c, names, 300)
     finally:
