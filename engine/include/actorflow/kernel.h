@@ -124,9 +124,9 @@ struct KernelRegistrar {
 
 }  // namespace actorflow
 
-// The kernel class needs a constructor taking (const Node&); it may report construction
-// errors by setting a Status member checked by its factory, or just throw nothing and
-// fail at compute time.
+// The kernel class needs a constructor taking (const Node&) that does not throw; a node
+// it cannot run (a bad attribute) is reported by compute(), through ctx.fail(), naming
+// the node, when a step first runs it.
 #define AF_REGISTER_KERNEL(op, device, Class)                                                   \
   static ::actorflow::KernelRegistrar AF_CONCAT(af_kernel_registrar_, __COUNTER__)(              \
       op, device, [](const ::actorflow::Node& n) -> ::actorflow::Result<std::unique_ptr<::actorflow::OpKernel>> { \
