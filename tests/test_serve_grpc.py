@@ -336,12 +336,59 @@ def serve_and_check(build, work, rows):
         server.close()
         if FAILURES:
             print("---- server log ----\n" + log[-4000:], flush=True)
+    check_admission(build, work, base, rows)
     check_warmup_files(build, work, base, rows)
     if FAILURES:
         print(f"{len(FAILURES)} failures", flush=True)
         return 1
     print("all passed", flush=True)
     return 0
+
+
+def check_admission(build, work, base, rows):
+    """--max_in_flight_requests 1 with a half-second batch timeout: while one Predict waits
+    in the batch queue, a second gets RESOURCE_EXHAUSTED at once, and the first is answered.
+    Then an 8 MiB request (70,000 rows) is answered whole: gRPC's memory quota
+    (--max_in_flight_bytes) does not stand in the way of a message under --max_body_bytes."""
+    import grpc
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    server = Server(os.path.join(build, "tools", "actorflow-serve"),
+                    ["--model_name", "cancer", "--model_base_path", base, "--max_in_flight_requests", "1", "--enable_batching",
+                     "--batch_timeout_micros", "500000", "--max_batch_size", "64"], work)
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+        def request(x):
+            req = predict_pb2.PredictRequest()
+            req.model_spec.name = "cancer"
+            req.inputs["x"].CopyFrom(tf.make_tensor_proto(x))
+            return req
+
+        first = stub.Predict.future(request(rows[:1]), timeout=30)
+        time.sleep(0.15)
+        try:
+            stub.Predict(request(rows[1:2]), timeout=30)
+            check(False, "a second Predict past --max_in_flight_requests 1 was answered")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_in_flight_requests" in e.details(),
+                  f"a second Predict past --max_in_flight_requests 1: {e.code()} {e.details()}")
+        out = tf.make_ndarray(first.result(timeout=30).outputs["probability"])
+        check(out.shape == (1,), f"the first Predict's answer: {out}")
+        big = np.tile(rows, (70000 // len(rows) + 1, 1))[:70000]
+        r = stub.Predict(request(big), timeout=120)
+        out = tf.make_ndarray(r.outputs["probability"])
+        check(out.shape == (70000,), f"an 8 MiB Predict: {out.shape}")
+        channel.close()
+        print("ok: admission and an 8 MiB request", flush=True)
+    finally:
+        log = server.log_text()
+        server.close()
+        if FAILURES:
+            print("---- server log (admission) ----\n" + log[-4000:], flush=True)
 
 
 def check_warmup_files(build, work, base, rows):

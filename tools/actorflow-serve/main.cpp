@@ -92,10 +92,12 @@ int main(int argc, char** argv) {
                  "a request that does not fit gets 429")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max_in_flight_requests", ho.max_in_flight_requests,
-                 "requests read, queued or running at once; more get 429 before their body is read")
+                 "requests read, queued or running at once; more get 429 before their body is read (gRPC: Predict calls, "
+                 "RESOURCE_EXHAUSTED)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max_in_flight_bytes", ho.max_in_flight_bytes,
-                 "body bytes (as the headers announce them) of the requests in flight; more get 429 before their body is read")
+                 "body bytes (as the headers announce them) of the requests in flight; more get 429 before their body is read "
+                 "(gRPC: the memory its buffers may take)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--num_io_threads", ho.io_threads, "threads serving HTTP")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--auth_token_file", token_file, "ask every request for 'Authorization: Bearer <the file's token>' (gRPC: the metadata 'authorization')")
@@ -166,6 +168,8 @@ int main(int argc, char** argv) {
   go.port = grpc_port;
   go.auth_token = ho.auth_token;
   go.max_message_bytes = static_cast<int>(ho.max_body_bytes);
+  go.max_in_flight_requests = ho.max_in_flight_requests;
+  go.max_in_flight_bytes = ho.max_in_flight_bytes;
   auto grpc = std::make_unique<serve::GrpcServer>(go, *models, *batcher, metrics, log_line);
   if (auto s = grpc->start(); !s.ok()) return fail(s.message());
   if (!grpc_port_file.empty())

@@ -71,6 +71,7 @@ struct Shared {
   ModelRegistry& models;
   Batcher& batcher;
   Metrics& metrics;
+  std::atomic<int64_t> predicts_in_flight{0};
 
   // OK, or UNAUTHENTICATED without the token.
   grpc::Status authorize(const grpc::CallbackServerContext* ctx) const {
@@ -129,13 +130,25 @@ class PredictionServiceImpl final : public tfs::PredictionService::CallbackServi
       if (f != model.output_name)
         return fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                  "output_filter names '" + echo(f) + "': model '" + model.model_name + "' has one output, '" + model.output_name + "'"));
+    // Admission: one more call in flight than allowed is refused before its tensor is built.
+    if (sh_.predicts_in_flight.fetch_add(1) >= sh_.options.max_in_flight_requests) {
+      sh_.predicts_in_flight.fetch_sub(1);
+      sh_.metrics.record_overload();
+      return fail(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               "too many Predict calls in flight (--max_in_flight_requests " +
+                                   std::to_string(sh_.options.max_in_flight_requests) + "); try again later"));
+    }
     auto x = tensor_from_proto(in->second, TensorSpec{model.input_name, model.input_dtype, model.input_shape});
-    if (!x.ok()) return fail(to_grpc(x.status()));
+    if (!x.ok()) {
+      sh_.predicts_in_flight.fetch_sub(1);
+      return fail(to_grpc(x.status()));
+    }
     // The answer is written on whichever thread runs the step (a batch worker, or this
     // one without batching); gRPC sends it from its own threads.
     Shared* sh = &sh_;
     auto loaded = std::move(*m);
     sh_.batcher.submit(loaded, std::move(*x), [sh, reactor, resp, loaded, start](af::Result<af::Tensor> y) {
+      sh->predicts_in_flight.fetch_sub(1);
       if (!y.ok()) return sh->finish(reactor, to_grpc(y.status()), "Predict", start);
       fill_spec(*loaded, resp->mutable_model_spec(), true);
       auto s = tensor_to_proto(*y, &(*resp->mutable_outputs())[loaded->output_name]);
@@ -253,6 +266,9 @@ af::Status GrpcServer::start() {
   grpc::ServerBuilder builder;
   std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   builder.AddListeningPort(host + ":" + std::to_string(o.port), grpc::InsecureServerCredentials(), &impl_->port);
+  grpc::ResourceQuota quota("actorflow-serve");
+  quota.Resize(static_cast<size_t>(o.max_in_flight_bytes));
+  builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
   builder.SetMaxSendMessageSize(o.max_message_bytes);
   builder.RegisterService(&impl_->prediction);

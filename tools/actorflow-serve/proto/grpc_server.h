@@ -6,7 +6,8 @@
 // With a token, every call must carry the metadata `authorization: Bearer <token>`;
 // others get UNAUTHENTICATED. Errors carry TF Serving's codes: INVALID_ARGUMENT for a
 // bad request, NOT_FOUND for an unknown model or version, UNAVAILABLE while a model has
-// no version loaded, RESOURCE_EXHAUSTED when the batch queue is full.
+// no version loaded, RESOURCE_EXHAUSTED when the batch queue is full or too many calls
+// are in flight.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -27,6 +28,11 @@ struct GrpcOptions {
   int port = 8500;                       // 0: any free port
   std::string auth_token;                // "": no token asked for
   int max_message_bytes = 16 << 20;      // larger requests get RESOURCE_EXHAUSTED
+  // Admission, as HTTP's: Predict calls past this many in flight (decoded, queued or
+  // running) get RESOURCE_EXHAUSTED at once; gRPC's buffers for calls being read are
+  // bounded by max_in_flight_bytes (its resource quota).
+  int64_t max_in_flight_requests = 128;
+  uint64_t max_in_flight_bytes = 128ull << 20;
 };
 
 class GrpcServer {
