@@ -17,8 +17,10 @@ batches); GetModelMetadata's signature and GetModelStatus's state; and the error
 UNAUTHENTICATED without the token or with a wrong one (on all three methods),
 NOT_FOUND for an unknown model or version, INVALID_ARGUMENT for a wrong shape, dtype or
 input name, an unknown signature and a metadata request without fields, each beside
-REST's code for the same mistake. SIGTERM then ends the server with status 0. The server
-is killed whatever happens.
+REST's code for the same mistake. SIGTERM then ends the server with status 0. Then, on
+fresh servers: admission (--max_in_flight_requests gives RESOURCE_EXHAUSTED), an 8 MiB
+request, a call in flight at SIGTERM answered; TF Serving's warm-up file replayed, and a
+failing one failing its version's load. Every server is killed whatever happens.
 """
 
 import os
@@ -349,7 +351,8 @@ def check_admission(build, work, base, rows):
     """--max_in_flight_requests 1 with a half-second batch timeout: while one Predict waits
     in the batch queue, a second gets RESOURCE_EXHAUSTED at once, and the first is answered.
     Then an 8 MiB request (70,000 rows) is answered whole: gRPC's memory quota
-    (--max_in_flight_bytes) does not stand in the way of a message under --max_body_bytes."""
+    (--max_in_flight_bytes) does not stand in the way of a message under --max_body_bytes.
+    Last, SIGTERM while a call waits in the batch queue: the call is answered, exit 0."""
     import grpc
     import numpy as np
     import tensorflow as tf
@@ -382,8 +385,22 @@ def check_admission(build, work, base, rows):
         r = stub.Predict(request(big), timeout=120)
         out = tf.make_ndarray(r.outputs["probability"])
         check(out.shape == (70000,), f"an 8 MiB Predict: {out.shape}")
+        # SIGTERM while a call waits in the batch queue: it is answered, then the server exits 0.
+        pending = stub.Predict.future(request(rows[:1]), timeout=30)
+        time.sleep(0.15)
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            out = tf.make_ndarray(pending.result(timeout=30).outputs["probability"])
+            check(out.shape == (1,), f"the call in flight at SIGTERM: {out}")
+        except grpc.RpcError as e:
+            check(False, f"the call in flight at SIGTERM failed: {e.code()} {e.details()}")
+        try:
+            rc = server.proc.wait(timeout=60)
+            check(rc == 0, f"actorflow-serve exited {rc} after SIGTERM with a gRPC call in flight")
+        except subprocess.TimeoutExpired:
+            check(False, "actorflow-serve did not exit within 60 s of SIGTERM with a gRPC call in flight")
         channel.close()
-        print("ok: admission and an 8 MiB request", flush=True)
+        print("ok: admission, an 8 MiB request, a call in flight at SIGTERM", flush=True)
     finally:
         log = server.log_text()
         server.close()
