@@ -126,6 +126,19 @@ def main():
                         if tl and rank[tl] > rank[layer]:
                             fail(f"{rel_src}:{n} ({layer}) includes {inc} ({tl}): includes point down only")
     print(f"{checked} includes of library files checked against the layer table", flush=True)
+    # The environment's switches are read in one place (actorflow/environment.h).
+    reader = os.path.join("engine", "src", "core", "environment.cpp")
+    for r in ["engine", "ops", "actors", "net", "tools", "samples"]:
+        for dirpath, _, files in os.walk(os.path.join(root, r)):
+            for name in files:
+                if not name.endswith((".h", ".cpp", ".cu", ".cuh")):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                if rel == reader:
+                    continue
+                for n, line in enumerate(open(os.path.join(dirpath, name), errors="replace"), 1):
+                    if re.search(r'getenv\s*\(\s*"AF_', line):
+                        fail(f"{rel}:{n} reads an AF_ variable itself: add it to actorflow/environment.h")
     if checked < 500:
         fail(f"only {checked} includes were resolved: the checker no longer finds the headers")
     return 1 if failures else 0

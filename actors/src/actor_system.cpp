@@ -1,4 +1,5 @@
 #include "actor_system.h"
+#include "actorflow/environment.h"
 
 #include <cstdlib>
 
@@ -44,10 +45,10 @@ caf::actor_system& actor_system() {
       polling = g_polling;
     }
     size_t aggressive = static_cast<size_t>(polling.spin_polls);
-    if (const char* v = std::getenv("AF_CAF_AGGRESSIVE_POLLS")) aggressive = std::strtoull(v, nullptr, 10);
+    if (const char* v = environment_switch(EnvironmentSwitch::caf_aggressive_polls)) aggressive = std::strtoull(v, nullptr, 10);
     cfg->set("work-stealing.aggressive-poll-attempts", aggressive);
     size_t moderate = static_cast<size_t>(polling.sleep_polls);
-    if (const char* v = std::getenv("AF_CAF_MODERATE_POLLS")) moderate = std::strtoull(v, nullptr, 10);
+    if (const char* v = environment_switch(EnvironmentSwitch::caf_moderate_polls)) moderate = std::strtoull(v, nullptr, 10);
     cfg->set("work-stealing.moderate-poll-attempts", moderate);
     cfg->set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
     cfg->set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(5)});

@@ -19,6 +19,7 @@
 // Plan order stays topological: the fused node sits where the root was, after every
 // member and so after every input.
 #include "elementwise_fusion.h"
+#include "actorflow/environment.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -46,7 +47,7 @@ bool is_scalar_for(const Shape& s, const Shape& shape) {
 
 bool elementwise_fusion_allowed_by_env() {
   static const bool allowed = [] {
-    const char* e = std::getenv("AF_FUSE_ELEMENTWISE");
+    const char* e = environment_switch(EnvironmentSwitch::fuse_elementwise);
     return !(e && std::string_view(e) == "0");
   }();
   return allowed;

@@ -1,4 +1,5 @@
 #include "graph_passes.h"
+#include "actorflow/environment.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -349,7 +350,7 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
 // AF_MATMUL_BACKEND does for the matmul kernel.
 bool fusion_allowed_by_env() {
   static const bool allowed = [] {
-    const char* e = std::getenv("AF_FUSE_MATMUL_BIAS_RELU");
+    const char* e = environment_switch(EnvironmentSwitch::fuse_matmul_bias_relu);
     return !(e && std::string_view(e) == "0");
   }();
   return allowed;

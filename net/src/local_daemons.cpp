@@ -1,4 +1,5 @@
 #include "local_daemons.h"
+#include "actorflow/environment.h"
 
 #include <unistd.h>
 
@@ -120,7 +121,7 @@ void withdraw_local_daemon(const LocalDaemon* d) {
 }
 
 std::shared_ptr<LocalDaemon> find_local_daemon(const std::string& host, uint16_t port) {
-  if (const char* v = std::getenv("AF_DIAL_OWN_DAEMON"); v && std::string(v) == "1") return nullptr;
+  if (const char* v = environment_switch(EnvironmentSwitch::dial_own_daemon); v && std::string(v) == "1") return nullptr;
   std::lock_guard<std::mutex> lock(registry_mu());
   for (auto& p : registry())
     if (p.port == port && reaches(p, host) && p.daemon->alive()) return p.daemon;

@@ -1,4 +1,5 @@
 #include "spin_wait.h"
+#include "actorflow/environment.h"
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -9,7 +10,7 @@ namespace actorflow::net {
 
 std::chrono::microseconds default_spin_budget() {
   static const std::chrono::microseconds budget = [] {
-    const char* v = std::getenv("AF_NET_SPIN_US");
+    const char* v = environment_switch(EnvironmentSwitch::net_spin_us);
     if (v == nullptr || *v == '\0') return std::chrono::microseconds(50);
     long us = std::strtol(v, nullptr, 10);
     return std::chrono::microseconds(us < 0 ? 0 : us);

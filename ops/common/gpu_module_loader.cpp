@@ -4,6 +4,7 @@
 // library is mapped into the process.
 #ifdef AF_WITH_CUDA
 #include <dlfcn.h>
+#include "actorflow/environment.h"
 #include <unistd.h>
 
 #include <atomic>
@@ -48,7 +49,7 @@ std::string default_module_path() {
 
 Loaded load() {
   Loaded l;
-  const char* env = std::getenv("AF_GPU_MODULE");
+  const char* env = environment_switch(EnvironmentSwitch::gpu_module);
   const std::string choice = env ? env : "";
   if (choice == "off" || choice == "0") {
     l.why = "GPU support is switched off ($AF_GPU_MODULE=" + choice + ")";

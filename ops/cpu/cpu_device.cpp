@@ -1,4 +1,5 @@
 #include "actorflow/ops/cpu_device.h"
+#include "actorflow/environment.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +16,7 @@ namespace actorflow {
 
 int cpu_thread_budget() {
   static const int n = [] {
-    if (const char* v = std::getenv("AF_NUM_THREADS")) {
+    if (const char* v = environment_switch(EnvironmentSwitch::num_threads)) {
       int t = std::atoi(v);
       if (t > 0) return t;
     }

@@ -1,6 +1,7 @@
 // oneDNN convolution primitives (forward and both gradients) cached per shape; see
 // onednn_conv.h.
 #include "cpu/onednn_conv.h"
+#include "actorflow/environment.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -22,7 +23,7 @@ namespace {
 // AF_CONV_BACKEND=eigen forces the im2col path for the process (A/B runs of a whole
 // model); unset or anything else: automatic.
 ConvBackend backend_from_env() {
-  const char* e = std::getenv("AF_CONV_BACKEND");
+  const char* e = environment_switch(EnvironmentSwitch::conv_backend);
   if (e && std::strcmp(e, "eigen") == 0) return ConvBackend::eigen;
   if (e && std::strcmp(e, "onednn") == 0) return ConvBackend::onednn;
   return ConvBackend::automatic;

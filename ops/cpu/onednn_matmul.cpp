@@ -1,6 +1,7 @@
 // oneDNN matmul primitives, cached per shape, and the per-shape-class choice between
 // oneDNN and Eigen for MatMul's f32 kernel. See onednn_matmul.h.
 #include "cpu/onednn_matmul.h"
+#include "actorflow/environment.h"
 
 #include <algorithm>
 #include <atomic>
@@ -24,7 +25,7 @@ namespace {
 // AF_MATMUL_BACKEND=eigen|onednn forces one for the process (A/B runs of a whole model,
 // e.g. bench/run mlp_training with each); unset or anything else: automatic.
 MatmulBackend backend_from_env() {
-  const char* e = std::getenv("AF_MATMUL_BACKEND");
+  const char* e = environment_switch(EnvironmentSwitch::matmul_backend);
   if (e && std::strcmp(e, "eigen") == 0) return MatmulBackend::eigen;
   if (e && std::strcmp(e, "onednn") == 0) return MatmulBackend::onednn;
   return MatmulBackend::automatic;

@@ -2,6 +2,7 @@
 // stream-ordered pool, and RAII for cuDNN descriptors. Host code only.
 #pragma once
 #include <cstdlib>
+#include "actorflow/environment.h"
 #include <string>
 
 #include "cuda/gpu_cudnn.h"
@@ -85,7 +86,7 @@ inline Status set_nhwc(TensorDesc& t, int64_t n, int64_t h, int64_t w, int64_t c
 
 // f32 products may use TF32 tensor cores only when asked, as the matmul kernels.
 inline bool cudnn_tf32_allowed() {
-  const char* v = std::getenv("AF_GPU_ALLOW_TF32");
+  const char* v = environment_switch(EnvironmentSwitch::gpu_allow_tf32);
   return v && std::string(v) == "1";
 }
 

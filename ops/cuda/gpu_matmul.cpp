@@ -4,6 +4,7 @@
 // be equal on both sides (strided batches); broadcast batches are unimplemented.
 // TF32 is off unless AF_GPU_ALLOW_TF32=1 (the session option is the next step).
 #include <cstdint>
+#include "actorflow/environment.h"
 #include <cstdlib>
 #include <initializer_list>
 #include <mutex>
@@ -15,7 +16,7 @@ namespace {
 
 // Read when a plan is built (once per node and shape), so a process can compare both.
 bool tf32_allowed() {
-  const char* v = std::getenv("AF_GPU_ALLOW_TF32");
+  const char* v = environment_switch(EnvironmentSwitch::gpu_allow_tf32);
   return v && std::string(v) == "1";
 }
 

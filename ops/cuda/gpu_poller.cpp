@@ -2,6 +2,7 @@
 // polls (cudaEventQuery) rather than blocking in cudaEventSynchronize: one thread then
 // serves any number of outstanding events on any number of devices, in completion order.
 #include <chrono>
+#include "actorflow/environment.h"
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 // is a bug of its own. AF_GPU_WATCH_TIMEOUT_S overrides it.
 std::chrono::seconds watch_timeout() {
   static const std::chrono::seconds t = [] {
-    const char* v = std::getenv("AF_GPU_WATCH_TIMEOUT_S");
+    const char* v = environment_switch(EnvironmentSwitch::gpu_watch_timeout_s);
     long s = v ? std::strtol(v, nullptr, 10) : 0;
     return std::chrono::seconds(s > 0 ? s : 600);
   }();
