@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/net/tcp_bytes.h>
 
 #include <chrono>
 #include <cmath>
@@ -325,6 +326,14 @@ TEST_CASE("the process's TCP counters see bytes cross a socket") {
   CHECK(after.acked - before.acked >= 2u * 1024u * 1024u);
   CHECK(after.acked - before.acked < 2u * 1024u * 1024u * 105u / 100u);
   CHECK(after.received - before.received >= 2u * 1024u * 1024u);
+  // Per socket: the pairs closed since a reading take nothing away (the process-wide sums
+  // would go down), and sockets opened since count whole.
+  auto sockets = afn::tcp_socket_bytes();
+  CHECK(sockets.size() >= 2);
+  groups.clear();
+  auto since = afn::tcp_bytes_between(sockets, afn::tcp_socket_bytes());
+  CHECK(since.acked < 64u * 1024u);
+  CHECK(since.received < 64u * 1024u);
 }
 
 TEST_CASE("the rendezvous store bounds what a peer may put in it") {

@@ -3,6 +3,7 @@
 // the order every member agrees on (a step's buckets 0, 1, ...); kernels hand it work and
 // get called back, so no scheduler thread waits on the network.
 #include "actorflow/net/collective.h"
+#include "actorflow/net/tcp_bytes.h"
 
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
@@ -27,6 +28,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -539,8 +541,8 @@ Result<std::shared_ptr<GlooGroup>> GlooGroup::create(GlooGroupOptions options) {
   return std::shared_ptr<GlooGroup>(std::make_shared<GlooGroupImpl>(std::move(options), token.ok() ? *token : std::string()));
 }
 
-TcpBytes process_tcp_bytes() {
-  TcpBytes out;
+std::map<uint64_t, TcpSocketBytes> tcp_socket_bytes() {
+  std::map<uint64_t, TcpSocketBytes> out;
   DIR* d = opendir("/proc/self/fd");
   if (!d) return out;
   const int self = dirfd(d);
@@ -552,12 +554,35 @@ TcpBytes process_tcp_bytes() {
     if (!end || *end != '\0' || fd == self) continue;
     TcpInfoWithBytes info{};
     socklen_t len = sizeof info;
-    if (getsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
-    if (len < sizeof info) continue;
-    out.acked += info.bytes_acked;
-    out.received += info.bytes_received;
+    if (getsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || len < sizeof info) continue;
+    char link[64] = {};
+    std::string path = std::string("/proc/self/fd/") + e->d_name;
+    ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
+    unsigned long long inode = 0;
+    if (n <= 0 || std::sscanf(link, "socket:[%llu]", &inode) != 1) continue;
+    out[inode] = {info.bytes_acked, info.bytes_received};
   }
   closedir(d);
+  return out;
+}
+
+TcpBytes tcp_bytes_between(const std::map<uint64_t, TcpSocketBytes>& before, const std::map<uint64_t, TcpSocketBytes>& now) {
+  TcpBytes out;
+  for (const auto& [inode, b] : now) {
+    auto it = before.find(inode);
+    TcpSocketBytes from = it == before.end() ? TcpSocketBytes{} : it->second;
+    out.acked += b.acked >= from.acked ? b.acked - from.acked : 0;
+    out.received += b.received >= from.received ? b.received - from.received : 0;
+  }
+  return out;
+}
+
+TcpBytes process_tcp_bytes() {
+  TcpBytes out;
+  for (const auto& [inode, b] : tcp_socket_bytes()) {
+    out.acked += b.acked;
+    out.received += b.received;
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "allreduce_trainer.h"
 
 #include "actorflow/log_time.h"
+#include "actorflow/net/tcp_bytes.h"
 #include "progress.h"
 
 #include <algorithm>
@@ -156,7 +157,9 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
 
   TrainResult r;
   auto started = Clock::now();
-  const afn::TcpBytes tcp0 = afn::process_tcp_bytes();
+  // Per socket: a connection that closes meanwhile (a store client's) must not take its
+  // bytes away from the sum.
+  const auto tcp0 = afn::tcp_socket_bytes();
   const uint64_t reduced0 = group->bytes_sent();
   int64_t local_steps = 0, examples = 0, first_count = 0;
   std::deque<double> recent;
@@ -219,12 +222,12 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  const afn::TcpBytes tcp1 = afn::process_tcp_bytes();
+  const afn::TcpBytes sent = afn::tcp_bytes_between(tcp0, afn::tcp_socket_bytes());
   r.model_bytes = trainable_bytes(g);
   // What this worker put on the wire per step (TCP bytes its peers acknowledged), the
   // all-reduce's share of 2 (n - 1) / n of the model and the rest (the daemons' beats).
   if (local_steps > 0) {
-    r.wire_bytes_per_step = static_cast<double>(tcp1.acked - tcp0.acked) / static_cast<double>(local_steps);
+    r.wire_bytes_per_step = static_cast<double>(sent.acked) / static_cast<double>(local_steps);
     r.allreduce_bytes_per_step = static_cast<double>(group->bytes_sent() - reduced0) / static_cast<double>(local_steps);
   }
   r.steps = gstep;
