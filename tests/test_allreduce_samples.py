@@ -9,9 +9,9 @@ equal        cancer_classifier, SGD, the data in order (--noshuffle): 2 and then
              checkpoint against the single process's: max difference <= 1e-5); every
              worker's RESULT says it sent at most 2 (n - 1) / n of the model's bytes per
              step, plus 5 %.
-worker_lost  3 workers of cancer_classifier; worker 2 killed with kill -9 mid-training:
-             worker 0 and worker 1 fail their step within --step_timeout_ms, naming
-             /job:worker/task:2; worker 2 restarted with the same command rejoins, the chief
+worker_lost  4 workers of cancer_classifier; worker 2 killed with kill -9 mid-training:
+             the others fail their step within --step_timeout_ms, naming
+             /job:worker/task:2 (its ring neighbours at once, the chief at its timeout); worker 2 restarted with the same command rejoins, the chief
              restores its last checkpoint into every replica, and all exit 0.
 chief_lost   the same for the chief (worker 0): the others wait; the restarted chief
              resumes from its last checkpoint and the run ends normally.
@@ -134,14 +134,16 @@ def case_lost(samples, tmp, victim):
     step_timeout_ms = 3000
     extra = ["--epoch_number", "60", "--slow_step_ms", "10", "--step_timeout_ms", str(step_timeout_ms),
              "--save_checkpoint_secs", "0.5"]
-    c, names = allreduce(samples, "cancer_classifier", tmp, 3, extra)
+    # 4 workers: in the ring worker 2's neighbours (1 and 3) see its connections reset at
+    # once, the chief (not a neighbour) only when its collective times out.
+    c, names = allreduce(samples, "cancer_classifier", tmp, 4, extra)
     try:
         check(wait_for(c, "worker0", "global step", 120), "the chief reported no progress")
         time.sleep(1.0)  # past a periodic checkpoint
         argv = kill(c, victim)
         killed_at = time.time()
         lost = "/job:worker/task:" + victim[len("worker"):]
-        survivors = [n for n in ("worker0", "worker1", "worker2") if n != victim]
+        survivors = [n for n in ("worker0", "worker1", "worker2", "worker3") if n != victim]
         for s in survivors:
             seen = False
             while time.time() - killed_at < step_timeout_ms / 1000 + 1.5:
@@ -156,7 +158,7 @@ def case_lost(samples, tmp, victim):
             print(f"{s} failed its step {elapsed:.2f} s after the kill", flush=True)
         time.sleep(0.5)
         c.start(victim, argv, token(tmp))
-        r = finish(c, ["worker0", "worker1", "worker2"], 300)
+        r = finish(c, ["worker0", "worker1", "worker2", "worker3"], 300)
         print("chief:", r, flush=True)
         check(float(r.get("test_accuracy", 0)) >= CANCER_MIN_ACCURACY, f"test accuracy {r.get('test_accuracy')} after a lost worker")
         chief = c.output("worker0")
