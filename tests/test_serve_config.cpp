@@ -116,6 +116,10 @@ TEST_CASE("needs python3-sklearn: --model_config_file serves two models with the
   CHECK(meta["model_spec"]["name"] == "second");
   CHECK(meta["model_spec"]["version"] == "3");
   CHECK(http_call(port, "GET", "/v1/models/cancer/labels/stable/metadata").doc()["model_spec"]["version"] == "2");
+  auto labelled = http_call(port, "GET", "/v1/models/cancer/labels/canary").doc();
+  REQUIRE(labelled["model_version_status"].size() == 1);
+  CHECK(labelled["model_version_status"][0]["version"] == "3");
+  CHECK(http_call(port, "GET", "/v1/models/cancer/labels/nightly").status == 400);
   auto m = http_call(port, "GET", "/metrics");
   CHECK(metric(m.body, "actorflow_serve_model_version{model=\"cancer\"}") == 3);
   CHECK(metric(m.body, "actorflow_serve_model_version{model=\"second\"}") == 3);

@@ -88,8 +88,14 @@ void RestApi::handle(HttpRequest req, Reply reply, const Post& post) {
   if (!model) return reply(error_response(404, "Servable not found for request: model '" + echo(route.model) + "'"));
   if (route.verb.empty()) {
     if (req.method != "GET") return reply(error_response(405, echo(path, 256) + " takes GET"));
-    if (!route.label.empty()) return reply(error_response(404, "no such path: " + echo(path, 256) + " (status takes /versions/N)"));
-    return reply(model_status(*model, route.version));
+    int64_t version = route.version;
+    if (!route.label.empty()) {
+      auto l = model->options().labels.find(route.label);
+      if (l == model->options().labels.end())
+        return reply(error_response(400, "model '" + model->name() + "' has no version label '" + echo(route.label) + "'"));
+      version = l->second;
+    }
+    return reply(model_status(*model, version));
   }
   if (route.verb != "metadata" && route.verb != "predict")
     return reply(error_response(404, "unknown method ':" + echo(route.verb) + "' (this server has :predict)"));

@@ -1,6 +1,6 @@
 // TensorFlow Serving's REST API over plain request/response values, so that routing and
 // the handlers know nothing of the HTTP library:
-//   GET  /v1/models/NAME[/versions/N]            version statuses
+//   GET  /v1/models/NAME[/versions/N | /labels/L]            version statuses
 //   GET  /v1/models/NAME[/versions/N | /labels/L]/metadata   the signature
 //   POST /v1/models/NAME[/versions/N | /labels/L]:predict    row or columnar predict
 //   GET  /metrics                                 Prometheus text
