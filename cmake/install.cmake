@@ -20,11 +20,22 @@ set_target_properties(actorflow PROPERTIES
   # Keep the run paths of libraries outside the system's folders (CUDA's, a custom CAF).
   INSTALL_RPATH_USE_LINK_PATH TRUE)
 
+# Headers that sit beside the public ones for the library's own parts and its tests, but
+# are no API: the wire and file codecs' internals, the runtime's step machinery, and
+# tensor_codec_capnp.h (it includes generated Cap'n Proto headers, which are not
+# installed). tests/readme/install_test.sh checks that none is installed and that every
+# installed header compiles on its own.
+set(AF_INTERNAL_HEADERS protobuf_wire.h crc32c.h log_time.h tensor_codec_capnp.h
+    caller_step.h actor_count.h partition_executor.h remote_edges.h step_plan.h)
+set(AF_INTERNAL_EXCLUDES)
+foreach(h ${AF_INTERNAL_HEADERS})
+  list(APPEND AF_INTERNAL_EXCLUDES PATTERN ${h} EXCLUDE)
+endforeach()
 foreach(dir engine/include ops/include actors/include net/include)
   if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/actorflow)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/actorflow
             DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-            FILES_MATCHING PATTERN "*.h")
+            FILES_MATCHING PATTERN "*.h" ${AF_INTERNAL_EXCLUDES})
   endif()
 endforeach()
 install(TARGETS actorflow

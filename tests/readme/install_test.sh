@@ -34,6 +34,21 @@ pc=$(find "$prefix" -name actorflow.pc)
 [ -n "$pc" ] || fail "no actorflow.pc under $prefix"
 [ -f "$prefix/include/actorflow/actorflow.h" ] || fail "no include/actorflow/actorflow.h under $prefix"
 [ -f "$prefix/include/actorflow/data/dataset.h" ] || fail "the data headers are not installed"
+for internal in protobuf_wire.h crc32c.h log_time.h tensor_codec_capnp.h runtime/caller_step.h \
+                runtime/actor_count.h runtime/partition_executor.h runtime/remote_edges.h runtime/step_plan.h; do
+  [ ! -e "$prefix/include/actorflow/$internal" ] || fail "the internal header actorflow/$internal is installed"
+done
+step "every installed header compiles on its own"
+headers=0
+while IFS= read -r h; do
+  rel=${h#"$prefix/include/"}
+  printf '#include <%s>\n' "$rel" >"$work/header_check.cpp"
+  "$cxx" -std=c++20 -fsyntax-only -I"$prefix/include" "$work/header_check.cpp" >"$work/header_check.log" 2>&1 ||
+    { cat "$work/header_check.log"; fail "the installed $rel does not compile on its own"; }
+  headers=$((headers + 1))
+done < <(find "$prefix/include/actorflow" -name '*.h' | sort)
+[ "$headers" -ge 40 ] || fail "only $headers headers installed"
+echo "$headers installed headers compile on their own"
 libdir=$(dirname "$(dirname "$pc")")
 ls "$libdir"/libactorflow.so* >/dev/null || fail "no libactorflow.so in $libdir"
 
