@@ -18,7 +18,7 @@ UNAUTHENTICATED without the token or with a wrong one (on all three methods),
 NOT_FOUND for an unknown model or version, INVALID_ARGUMENT for a wrong shape, dtype or
 input name, an unknown signature and a metadata request without fields, each beside
 REST's code for the same mistake. SIGTERM then ends the server with status 0. Then, on
-fresh servers: admission (--max_in_flight_requests gives RESOURCE_EXHAUSTED), an 8 MiB
+fresh servers: two models from --model_config_file picked by version and version_label; admission (--max_in_flight_requests gives RESOURCE_EXHAUSTED), an 8 MiB
 request, a call in flight at SIGTERM answered; TF Serving's warm-up file replayed, and a
 failing one failing its version's load. Every server is killed whatever happens.
 """
@@ -338,6 +338,7 @@ def serve_and_check(build, work, rows):
         server.close()
         if FAILURES:
             print("---- server log ----\n" + log[-4000:], flush=True)
+    check_config_file(build, work, base, rows)
     check_admission(build, work, base, rows)
     check_warmup_files(build, work, base, rows)
     if FAILURES:
@@ -345,6 +346,75 @@ def serve_and_check(build, work, rows):
         return 1
     print("all passed", flush=True)
     return 0
+
+
+def check_config_file(build, work, base, rows):
+    """Two models from --model_config_file over gRPC: ModelSpec.version_label and
+    .version pick versions, GetModelStatus takes a label, an unknown label is
+    INVALID_ARGUMENT, a version the `specific` policy leaves out NOT_FOUND."""
+    import shutil
+
+    import grpc
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc, predict_pb2, prediction_service_pb2_grpc
+
+    other = os.path.join(work, "other")
+    for v in (1, 2, 3):
+        shutil.copytree(os.path.join(base, "1"), os.path.join(other, str(v)))
+    config = os.path.join(work, "models.config")
+    with open(config, "w") as f:
+        f.write('model_config_list {\n'
+                f'  config {{ name: "cancer" base_path: "{base}" model_platform: "tensorflow" '
+                '           version_labels { key: "stable" value: 1 } }\n'
+                f'  config {{ name: "other" base_path: "{other}" '
+                '           model_version_policy { specific { versions: 2 versions: 3 } }\n'
+                '           version_labels { key: "canary" value: 3 } }\n'
+                '}\n')
+    server = Server(os.path.join(build, "tools", "actorflow-serve"), ["--model_config_file", config], work)
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+        def predict(name, version=None, label=None):
+            req = predict_pb2.PredictRequest()
+            req.model_spec.name = name
+            if version is not None:
+                req.model_spec.version.value = version
+            if label is not None:
+                req.model_spec.version_label = label
+            req.inputs["x"].CopyFrom(tf.make_tensor_proto(rows[:4]))
+            try:
+                r = stub.Predict(req, timeout=30)
+                return grpc.StatusCode.OK, r.model_spec.version.value, tf.make_ndarray(r.outputs["probability"])
+            except grpc.RpcError as e:
+                return e.code(), None, None
+
+        code, v, want = predict("cancer", label="stable")
+        check(code == grpc.StatusCode.OK and v == 1, f"cancer, label stable: {code} version {v}")
+        code, v, got = predict("other")
+        check(code == grpc.StatusCode.OK and v == 3, f"other, newest: {code} version {v}")
+        check(got is not None and want is not None and np.array_equal(got, want), "other (a copy of cancer's version 1) answers differently")
+        code, v, _ = predict("other", label="canary")
+        check(code == grpc.StatusCode.OK and v == 3, f"other, label canary: {code} version {v}")
+        code, v, _ = predict("other", version=2)
+        check(code == grpc.StatusCode.OK and v == 2, f"other, version 2: {code} version {v}")
+        code, _, _ = predict("other", version=1)
+        check(code == grpc.StatusCode.NOT_FOUND, f"other, version 1 (not in the policy): {code}")
+        code, _, _ = predict("other", label="nightly")
+        check(code == grpc.StatusCode.INVALID_ARGUMENT, f"other, an unknown label: {code}")
+        req = get_model_status_pb2.GetModelStatusRequest()
+        req.model_spec.name = "other"
+        req.model_spec.version_label = "canary"
+        st = model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(req, timeout=30)
+        check([s.version for s in st.model_version_status] == [3], f"status of other's canary: {st}")
+        channel.close()
+        print("ok: two models from a config file over gRPC, versions and labels", flush=True)
+    finally:
+        log = server.log_text()
+        server.close()
+        if FAILURES:
+            print("---- server log (config file) ----\n" + log[-4000:], flush=True)
 
 
 def check_admission(build, work, base, rows):
