@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   spec.hash_buckets = true;
   kit::Flags f = kit::parse_flags(argc, argv, spec, defaults);
   kit::per_model_paths(f, defaults);
+  // An epoch is 15 steps here, and a checkpoint of the hashed tables some 200 MB: unless
+  // asked otherwise, a distributed chief checkpoints every 1,000 global steps (and every
+  // --save_checkpoint_secs), not every epoch.
+  if (f.hash_bucket_size > 0 && !f.given.count("--save_checkpoint_steps")) f.save_checkpoint_steps = 1000;
   // A ps task serves its share of the variables here and exits when training is over.
   auto task = kit::start_task(f, "wide_and_deep");
 
