@@ -1,5 +1,7 @@
 #include "inline_step.h"
 
+#include "node_done.h"
+
 namespace actorflow::runtime {
 
 void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order, const std::vector<FeedRoute>& routes,
@@ -23,39 +25,30 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
       if (!stopped) stopped = std::make_shared<Status>(cancelled("session closed while the step was running"));
       err = stopped;
     }
-    std::vector<Tensor> outputs;
-    if (!err) {
-      int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
-      OpKernelContext ctx(*rt.node, std::move(inputs[static_cast<size_t>(i)]), rt.device ? rt.device : env.device, env.resources, state.step_id());
-      compute_kernel(rt, ctx);
-      if (env.tracer)
-        env.tracer->record({rt.node->name, rt.node->op, shared.device_name, state.step_id(), trace_thread_id(), t0,
-                            env.tracer->now_ns()});
-      Status st = ctx.status();
-      if (st.ok()) st = check_outputs(*rt.node, ctx.outputs());
-      if (!st.ok()) err = std::make_shared<Status>(std::move(st));
-      else outputs = std::move(ctx.outputs());
-    }
-    if (err) state.fail(*err);
-    for (size_t o = 0; o < rt.out.size(); ++o)
-      for (const OutEdge& e : rt.out[o]) {
-        if (err) {
-          auto& to = errors[static_cast<size_t>(e.consumer)];
-          if (!to) to = err;
-        } else {
-          inputs[static_cast<size_t>(e.consumer)][static_cast<size_t>(e.slot)] = outputs[o];
+    auto propagate = [&](const std::vector<Tensor>& outputs, const std::shared_ptr<const Status>& failed) {
+      for (size_t o = 0; o < rt.out.size(); ++o)
+        for (const OutEdge& e : rt.out[o]) {
+          if (failed) {
+            auto& to = errors[static_cast<size_t>(e.consumer)];
+            if (!to) to = failed;
+          } else {
+            inputs[static_cast<size_t>(e.consumer)][static_cast<size_t>(e.slot)] = outputs[o];
+          }
         }
-      }
-    if (err)
-      for (const OutEdge& e : rt.control_out) {
-        auto& to = errors[static_cast<size_t>(e.consumer)];
-        if (!to) to = err;
-      }
-    for (auto [o, r] : rt.fetches) {
-      if (!err) state.set_result(r, outputs[static_cast<size_t>(o)]);
-      state.finish_one();
+      if (failed)
+        for (const OutEdge& e : rt.control_out) {
+          auto& to = errors[static_cast<size_t>(e.consumer)];
+          if (!to) to = failed;
+        }
+    };
+    if (err) {
+      node_done(shared, rt, state, nullptr, std::move(err), 0, propagate);
+      continue;
     }
-    for (int k = 0; k < rt.finishes; ++k) state.finish_one();
+    int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
+    OpKernelContext ctx(*rt.node, std::move(inputs[static_cast<size_t>(i)]), rt.device ? rt.device : env.device, env.resources, state.step_id());
+    compute_kernel(rt, ctx);
+    node_done(shared, rt, state, &ctx, nullptr, t0, propagate);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "node_actor.h"
 
+#include "node_done.h"
+
 #include "actorflow/tensor_codec.h"
 
 namespace actorflow::runtime {
@@ -216,27 +218,14 @@ void NodeActor::on_exit() {
 
 void NodeActor::finish(const NodeRuntime& rt, int64_t step, const std::shared_ptr<StepState>& state,
                        OpKernelContext* ctx, std::shared_ptr<const Status> err, int64_t t0) {
-  const ExecutorEnv& env = shared_->env;
-  std::vector<Tensor> outputs;
-  if (ctx) {
-    if (env.tracer)
-      env.tracer->record({rt.node->name, rt.node->op, shared_->device_name, state->step_id(), trace_thread_id(), t0,
-                          env.tracer->now_ns()});
-    Status st = ctx->status();
-    if (st.ok()) st = check_outputs(*rt.node, ctx->outputs());
-    if (!st.ok()) err = std::make_shared<Status>(std::move(st));
-    else outputs = std::move(ctx->outputs());
-  }
-  if (err) state->fail(*err);
-  static const Tensor kNone;
-  for (size_t o = 0; o < rt.out.size(); ++o)
-    for (const OutEdge& e : rt.out[o]) send_edge(rt, e, step, err ? kNone : outputs[o], err, state, static_cast<int>(o));
-  for (const OutEdge& e : rt.control_out) send_edge(rt, e, step, kNone, err, state, -1);
-  for (auto [o, r] : rt.fetches) {
-    if (!err) state->set_result(r, outputs[static_cast<size_t>(o)]);
-    state->finish_one();
-  }
-  for (int i = 0; i < rt.finishes; ++i) state->finish_one();
+  node_done(*shared_, rt, *state, ctx, std::move(err), t0,
+            [&](const std::vector<Tensor>& outputs, const std::shared_ptr<const Status>& failed) {
+              static const Tensor kNone;
+              for (size_t o = 0; o < rt.out.size(); ++o)
+                for (const OutEdge& e : rt.out[o])
+                  send_edge(rt, e, step, failed ? kNone : outputs[o], failed, state, static_cast<int>(o));
+              for (const OutEdge& e : rt.control_out) send_edge(rt, e, step, kNone, failed, state, -1);
+            });
   for (const InEdge& in : rt.in_edges)
     if (in.producer >= 0) send(shared_->actors[static_cast<size_t>(in.producer)], credit_atom::value, static_cast<int32_t>(in.credit));
 }
