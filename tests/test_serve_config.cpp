@@ -183,4 +183,18 @@ TEST_CASE("a broken model config file stops the server at start, naming the prob
   std::string out = run_to_exit({"--model_config_file", good.string(), "--model_name", "a", "--model_base_path", base.string()}, &rc);
   CHECK(rc == 2);
   CHECK(out.find("not both") != std::string::npos);
+  // A command line from before the gRPC API (--port as the REST port) is told what changed.
+  // (Nothing listens on 18501: the check comes before either API binds; `timeout` ends the
+  // server should it not.)
+  std::string cmd = "timeout -s KILL 60 " + serve_binary() + " --host 127.0.0.1 --model_config_file '" + good.string() +
+                    "' --port 18501 --rest_api_port 18501 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string same;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p)) same += buf;
+  int status = pclose(p);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(same.find("--port is the gRPC port") != std::string::npos);
 }

@@ -140,6 +140,11 @@ int main(int argc, char** argv) {
       return fail("--model_name may hold letters, digits, '_', '.' and '-' only");
     configs.push_back(mo);
   }
+  // --port was the REST port before the gRPC API came; a command line written then
+  // (--port 8501) now asks for both APIs on one port. Say so rather than fail to bind.
+  if (grpc_port != 0 && grpc_port == ho.port)
+    return fail("--port (gRPC) and --rest_api_port (REST) are both " + std::to_string(grpc_port) +
+                "; as in TF Serving, --port is the gRPC port: give REST its own with --rest_api_port");
   if (!token_file.empty() && !read_token(token_file, &ho.auth_token)) return fail("--auth_token_file " + token_file + " holds no token");
   std::signal(SIGPIPE, SIG_IGN);
   // A request's body and buffers over 1 MiB are mapped and go back to the kernel when the
