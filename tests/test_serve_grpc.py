@@ -418,7 +418,7 @@ def check_config_file(build, work, base, rows):
 
 
 def check_admission(build, work, base, rows):
-    """--max_in_flight_requests 1 with a half-second batch timeout: while one Predict waits
+    """--max_in_flight_requests 1 with a one-second batch timeout: while one Predict waits
     in the batch queue, a second gets RESOURCE_EXHAUSTED at once, and the first is answered.
     Then an 8 MiB request (70,000 rows) is answered whole: gRPC's memory quota
     (--max_in_flight_bytes) does not stand in the way of a message under --max_body_bytes.
@@ -430,7 +430,7 @@ def check_admission(build, work, base, rows):
 
     server = Server(os.path.join(build, "tools", "actorflow-serve"),
                     ["--model_name", "cancer", "--model_base_path", base, "--max_in_flight_requests", "1", "--enable_batching",
-                     "--batch_timeout_micros", "500000", "--max_batch_size", "64"], work)
+                     "--batch_timeout_micros", "1000000", "--max_batch_size", "64"], work)
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
@@ -441,8 +441,24 @@ def check_admission(build, work, base, rows):
             req.inputs["x"].CopyFrom(tf.make_tensor_proto(x))
             return req
 
+        import urllib.request
+
+        def in_flight():
+            """The server's count of admitted gRPC Predict calls not yet answered."""
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.rest_port}/metrics", timeout=30) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("actorflow_serve_grpc_predicts_in_flight "):
+                        return float(line.split()[1])
+            return -1
+
+        def wait_in_flight(n):
+            deadline = time.monotonic() + 20
+            while in_flight() != n and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return check(in_flight() == n, f"the server never had {n} gRPC call(s) in flight")
+
         first = stub.Predict.future(request(rows[:1]), timeout=30)
-        time.sleep(0.15)
+        wait_in_flight(1)  # it waits in the batch queue for the batch timeout
         try:
             stub.Predict(request(rows[1:2]), timeout=30)
             check(False, "a second Predict past --max_in_flight_requests 1 was answered")
@@ -451,13 +467,14 @@ def check_admission(build, work, base, rows):
                   f"a second Predict past --max_in_flight_requests 1: {e.code()} {e.details()}")
         out = tf.make_ndarray(first.result(timeout=30).outputs["probability"])
         check(out.shape == (1,), f"the first Predict's answer: {out}")
+        wait_in_flight(0)
         big = np.tile(rows, (70000 // len(rows) + 1, 1))[:70000]
         r = stub.Predict(request(big), timeout=120)
         out = tf.make_ndarray(r.outputs["probability"])
         check(out.shape == (70000,), f"an 8 MiB Predict: {out.shape}")
         # SIGTERM while a call waits in the batch queue: it is answered, then the server exits 0.
         pending = stub.Predict.future(request(rows[:1]), timeout=30)
-        time.sleep(0.15)
+        wait_in_flight(1)
         server.proc.send_signal(signal.SIGTERM)
         try:
             out = tf.make_ndarray(pending.result(timeout=30).outputs["probability"])

@@ -66,6 +66,9 @@ std::string Metrics::render(const std::vector<std::pair<std::string, int64_t>>& 
   for (auto& [key, n] : grpc_by_code_)
     out += "actorflow_serve_grpc_requests_total{method=\"" + key.first + "\",code=\"" + std::to_string(key.second) + "\"} " +
            std::to_string(n) + "\n";
+  out += "# HELP actorflow_serve_grpc_predicts_in_flight gRPC Predict calls admitted and not yet answered.\n";
+  out += "# TYPE actorflow_serve_grpc_predicts_in_flight gauge\n";
+  out += "actorflow_serve_grpc_predicts_in_flight " + std::to_string(grpc_in_flight_.load()) + "\n";
   out += "# HELP actorflow_serve_request_duration_seconds Time from a whole request read to its answer ready to write (HTTP and gRPC).\n";
   out += "# TYPE actorflow_serve_request_duration_seconds histogram\n";
   latency_.render(out, "actorflow_serve_request_duration_seconds", kLatencyBounds);

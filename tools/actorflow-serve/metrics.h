@@ -25,6 +25,8 @@ class Metrics {
   // bytes) were in flight.
   void record_queue_full() { queue_full_.fetch_add(1); }
   void record_overload() { overloaded_.fetch_add(1); }
+  // gRPC Predict calls admitted and not yet answered.
+  void add_grpc_in_flight(int64_t d) { grpc_in_flight_.fetch_add(d); }
   // The batch queue now holds `rows` rows.
   void record_queue_rows(int64_t rows) {
     for (int64_t peak = queue_peak_rows_.load(); rows > peak && !queue_peak_rows_.compare_exchange_weak(peak, rows);) {
@@ -55,7 +57,7 @@ class Metrics {
   Histogram<kLatencyBounds.size()> latency_;
   Histogram<kBatchBounds.size()> batch_rows_;
   std::atomic<int64_t> steps_{0};
-  std::atomic<int64_t> queue_full_{0}, overloaded_{0}, queue_peak_rows_{0};
+  std::atomic<int64_t> queue_full_{0}, overloaded_{0}, queue_peak_rows_{0}, grpc_in_flight_{0};
   uint64_t batched_requests_ = 0;
 };
 

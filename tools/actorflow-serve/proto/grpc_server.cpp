@@ -143,12 +143,14 @@ class PredictionServiceImpl final : public tfs::PredictionService::CallbackServi
       sh_.predicts_in_flight.fetch_sub(1);
       return fail(to_grpc(x.status()));
     }
+    sh_.metrics.add_grpc_in_flight(1);
     // The answer is written on whichever thread runs the step (a batch worker, or this
     // one without batching); gRPC sends it from its own threads.
     Shared* sh = &sh_;
     auto loaded = std::move(*m);
     sh_.batcher.submit(loaded, std::move(*x), [sh, reactor, resp, loaded, start](af::Result<af::Tensor> y) {
       sh->predicts_in_flight.fetch_sub(1);
+      sh->metrics.add_grpc_in_flight(-1);
       if (!y.ok()) return sh->finish(reactor, to_grpc(y.status()), "Predict", start);
       fill_spec(*loaded, resp->mutable_model_spec(), true);
       auto s = tensor_to_proto(*y, &(*resp->mutable_outputs())[loaded->output_name]);
