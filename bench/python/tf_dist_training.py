@@ -133,32 +133,35 @@ def task(args):
     return 0
 
 
-def launch(args):
-    ports = free_ports(1 + args.workers)
-    ps_hosts = "127.0.0.1:%d" % ports[0]
-    worker_hosts = ",".join("127.0.0.1:%d" % p for p in ports[1:])
-    common = [sys.executable, os.path.abspath(__file__), "--ps_hosts", ps_hosts, "--worker_hosts", worker_hosts,
-              "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
-              "--batch", str(args.batch), "--data_dir", args.data_dir]
+def run_cluster(script, n_ps, n_workers, extra, timeout):
+    """Starts `script` as n_ps ps tasks and n_workers workers on loopback free ports (each
+    with --ps_hosts/--worker_hosts/--job_name/--task_index and `extra`), holds the workers
+    at a barrier until all print READY, says GO, and returns each worker's last JSON line.
+    Raises RuntimeError naming the worker that failed; every process is killed on the way
+    out."""
+    ports = free_ports(n_ps + n_workers)
+    ps_hosts = ",".join("127.0.0.1:%d" % p for p in ports[:n_ps])
+    worker_hosts = ",".join("127.0.0.1:%d" % p for p in ports[n_ps:])
+    common = [sys.executable, script, "--ps_hosts", ps_hosts, "--worker_hosts", worker_hosts] + extra
     procs = []
     try:
-        procs.append(subprocess.Popen(common + ["--job_name", "ps", "--task_index", "0"],
-                                      stdout=subprocess.DEVNULL, preexec_fn=die_with_parent))
+        for k in range(n_ps):
+            procs.append(subprocess.Popen(common + ["--job_name", "ps", "--task_index", str(k)],
+                                          stdout=subprocess.DEVNULL, preexec_fn=die_with_parent))
         workers = []
-        for i in range(args.workers):
+        for i in range(n_workers):
             p = subprocess.Popen(common + ["--job_name", "worker", "--task_index", str(i)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                  preexec_fn=die_with_parent)
             procs.append(p)
             workers.append(p)
-        reports = []
-        deadline = time.monotonic() + args.timeout
+        deadline = time.monotonic() + timeout
         # A barrier: every worker warm, then all start their timed steps at once.
         for i, p in enumerate(workers):
             while True:
                 r, _, _ = select.select([p.stdout], [], [], max(0.1, deadline - time.monotonic()))
                 if not r:
-                    raise RuntimeError("worker %d was not ready within %d s" % (i, args.timeout))
+                    raise RuntimeError("worker %d was not ready within %d s" % (i, timeout))
                 line = p.stdout.readline()
                 if not line:
                     raise RuntimeError("worker %d exited before its timed steps (exit %s)" % (i, p.wait()))
@@ -167,30 +170,46 @@ def launch(args):
         for p in workers:
             p.stdin.write("GO\n")
             p.stdin.flush()
+        reports = []
         for i, p in enumerate(workers):
             try:
                 out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise RuntimeError("worker %d did not finish within %d s" % (i, args.timeout))
+                raise RuntimeError("worker %d did not finish within %d s" % (i, timeout))
             lines = [x for x in out.splitlines() if x.startswith("{")]
             if p.returncode != 0 or not lines:
                 raise RuntimeError("worker %d failed (exit %s)" % (i, p.returncode))
             reports.append(json.loads(lines[-1]))
         if not all(r["finite"] for r in reports):
             raise RuntimeError("a worker's loss is not finite: %s" % reports)
-        span = max(r["end"] for r in reports) - min(r["start"] for r in reports)
-        examples = sum(r["examples"] for r in reports)
-        print(json.dumps({"ok": True, "examples_per_second": examples / span, "seconds": span, "examples": examples,
-                          "workers": reports, "tensorflow": _tf_version()}), flush=True)
-        return 0
-    except Exception as e:  # noqa: BLE001 - reported as the script's answer
-        print(json.dumps({"ok": False, "error": str(e)}), flush=True)
-        return 1
+        return reports
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+def summary(reports, **more):
+    """The JSON answer: all workers' timed examples over the span of their timed steps."""
+    span = max(r["end"] for r in reports) - min(r["start"] for r in reports)
+    examples = sum(r["examples"] for r in reports)
+    doc = {"ok": True, "examples_per_second": examples / span, "seconds": span, "examples": examples}
+    doc.update(more)
+    doc.update({"workers": reports, "tensorflow": _tf_version()})
+    return doc
+
+
+def launch(args):
+    try:
+        reports = run_cluster(os.path.abspath(__file__), 1, args.workers,
+                              ["--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
+                               "--batch", str(args.batch), "--data_dir", args.data_dir], args.timeout)
+        print(json.dumps(summary(reports)), flush=True)
+        return 0
+    except Exception as e:  # noqa: BLE001 - reported as the script's answer
+        print(json.dumps({"ok": False, "error": str(e)}), flush=True)
+        return 1
 
 
 def _tf_version():

@@ -28,13 +28,12 @@ import csv
 import json
 import os
 import re
-import select
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tf_dist_training import die_with_parent, free_ports, _tf_version  # noqa: E402
+from tf_dist_training import run_cluster, summary  # noqa: E402
 
 CSV = "/usr/lib/python3/dist-packages/sklearn/datasets/data/breast_cancer.csv"
 BOUNDARIES = 8
@@ -179,64 +178,16 @@ def task(args):
 
 
 def launch(args):
-    ports = free_ports(args.ps + args.workers)
-    ps_hosts = ",".join("127.0.0.1:%d" % p for p in ports[:args.ps])
-    worker_hosts = ",".join("127.0.0.1:%d" % p for p in ports[args.ps:])
-    common = [sys.executable, os.path.abspath(__file__), "--ps_hosts", ps_hosts, "--worker_hosts", worker_hosts,
-              "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
-              "--batch", str(args.batch), "--hash_bucket_size", str(args.hash_bucket_size), "--data", args.data]
-    procs = []
     try:
-        for k in range(args.ps):
-            procs.append(subprocess.Popen(common + ["--job_name", "ps", "--task_index", str(k)],
-                                          stdout=subprocess.DEVNULL, preexec_fn=die_with_parent))
-        workers = []
-        for i in range(args.workers):
-            p = subprocess.Popen(common + ["--job_name", "worker", "--task_index", str(i)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 preexec_fn=die_with_parent)
-            procs.append(p)
-            workers.append(p)
-        deadline = time.monotonic() + args.timeout
-        for i, p in enumerate(workers):
-            while True:
-                r, _, _ = select.select([p.stdout], [], [], max(0.1, deadline - time.monotonic()))
-                if not r:
-                    raise RuntimeError("worker %d was not ready within %d s" % (i, args.timeout))
-                line = p.stdout.readline()
-                if not line:
-                    raise RuntimeError("worker %d exited before its timed steps (exit %s)" % (i, p.wait()))
-                if line.strip() == "READY":
-                    break
-        for p in workers:
-            p.stdin.write("GO\n")
-            p.stdin.flush()
-        reports = []
-        for i, p in enumerate(workers):
-            try:
-                out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise RuntimeError("worker %d did not finish within %d s" % (i, args.timeout))
-            lines = [x for x in out.splitlines() if x.startswith("{")]
-            if p.returncode != 0 or not lines:
-                raise RuntimeError("worker %d failed (exit %s)" % (i, p.returncode))
-            reports.append(json.loads(lines[-1]))
-        if not all(r["finite"] for r in reports):
-            raise RuntimeError("a worker's loss is not finite: %s" % reports)
-        span = max(r["end"] for r in reports) - min(r["start"] for r in reports)
-        examples = sum(r["examples"] for r in reports)
-        print(json.dumps({"ok": True, "examples_per_second": examples / span, "seconds": span, "examples": examples,
-                          "socket_bytes_per_step": reports[0]["socket_bytes_per_step"], "workers": reports,
-                          "tensorflow": _tf_version()}), flush=True)
+        reports = run_cluster(os.path.abspath(__file__), args.ps, args.workers,
+                              ["--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
+                               "--batch", str(args.batch), "--hash_bucket_size", str(args.hash_bucket_size),
+                               "--data", args.data], args.timeout)
+        print(json.dumps(summary(reports, socket_bytes_per_step=reports[0]["socket_bytes_per_step"])), flush=True)
         return 0
     except Exception as e:  # noqa: BLE001 - reported as the script's answer
         print(json.dumps({"ok": False, "error": str(e)}), flush=True)
         return 1
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
 
 
 def main():

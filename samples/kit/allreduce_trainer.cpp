@@ -1,5 +1,7 @@
 #include "allreduce_trainer.h"
 
+#include "step_util.h"
+
 #include "actorflow/log_time.h"
 #include "actorflow/net/tcp_bytes.h"
 #include "progress.h"
@@ -19,35 +21,6 @@ namespace kit {
 namespace af = actorflow;
 namespace afn = actorflow::net;
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-af::Tensor rows_of(const af::Tensor& t, const std::vector<int64_t>& order, size_t b, size_t e) {
-  std::vector<int64_t> dims = t.shape().dims();
-  dims[0] = static_cast<int64_t>(e - b);
-  af::Tensor out(t.dtype(), af::Shape(dims));
-  size_t row_bytes = static_cast<size_t>(t.dim(0) ? t.num_elements() / t.dim(0) : 0) * af::dtype_size(t.dtype());
-  const char* src = static_cast<const char*>(t.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  for (size_t i = b; i < e; ++i) std::memcpy(dst + (i - b) * row_bytes, src + static_cast<size_t>(order[i]) * row_bytes, row_bytes);
-  return out;
-}
-
-bool retryable(const af::Status& s) {
-  return s.code() == af::Code::unavailable || s.code() == af::Code::failed_precondition ||
-         s.code() == af::Code::deadline_exceeded || s.code() == af::Code::cancelled;
-}
-
-int64_t trainable_bytes(const af::Graph& g) {
-  int64_t n = 0;
-  for (int id : g.collection("trainable_variables")) {
-    const af::Node& v = g.node(id);
-    n += v.output_shapes[0].num_elements() * static_cast<int64_t>(af::dtype_size(v.output_dtypes[0]));
-  }
-  return n;
-}
-
-}  // namespace
 
 af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& data, const Flags& f, ClusterTask& task,
                                         af::optim::Optimizer* optimizer) {
@@ -149,8 +122,8 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
   std::vector<int64_t> mine;
   for (int64_t r = task.worker; r < data.x_train.dim(0); r += n) mine.push_back(r);
   if (mine.empty()) return af::invalid_argument(task.describe() + " has no training records in its shard");
-  af::Tensor xs = rows_of(data.x_train, mine, 0, mine.size());
-  af::Tensor ys = rows_of(data.y_train, mine, 0, mine.size());
+  af::Tensor xs = gather_rows(data.x_train, mine, 0, mine.size());
+  af::Tensor ys = gather_rows(data.y_train, mine, 0, mine.size());
   std::vector<int64_t> order(mine.size());
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 rng(static_cast<uint64_t>(f.seed) * 1000003u + static_cast<uint64_t>(task.worker));
@@ -175,7 +148,7 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
     if (f.shuffle) std::shuffle(order.begin(), order.end(), rng);
     for (size_t b = 0; b < order.size() && gstep < target; b += static_cast<size_t>(f.batch_size)) {
       size_t e = std::min(order.size(), b + static_cast<size_t>(f.batch_size));
-      af::FeedDict feeds{{m.x, features(rows_of(xs, order, b, e))}, {m.y, rows_of(ys, order, b, e)}};
+      af::FeedDict feeds{{m.x, features(gather_rows(xs, order, b, e))}, {m.y, gather_rows(ys, order, b, e)}};
       if (m.training.valid()) feeds.push_back({m.training, af::Tensor::scalar(true)});
       if (f.slow_step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.slow_step_ms));
       auto out = sess.run({m.loss, new_step}, feeds);
@@ -223,7 +196,7 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   const afn::TcpBytes sent = afn::tcp_bytes_between(tcp0, afn::tcp_socket_bytes());
-  r.model_bytes = trainable_bytes(g);
+  r.model_bytes = model_bytes(g);
   // What this worker put on the wire per step (TCP bytes its peers acknowledged), the
   // all-reduce's share of 2 (n - 1) / n of the model and the rest (the daemons' beats).
   if (local_steps > 0) {

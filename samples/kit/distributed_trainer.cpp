@@ -1,5 +1,7 @@
 #include "distributed_trainer.h"
 
+#include "step_util.h"
+
 #include "actorflow/log_time.h"
 #include "progress.h"
 
@@ -23,18 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Rows `order[b..e)` of t.
-af::Tensor gather_rows(const af::Tensor& t, const std::vector<int64_t>& order, size_t b, size_t e) {
-  std::vector<int64_t> dims = t.shape().dims();
-  dims[0] = static_cast<int64_t>(e - b);
-  af::Tensor out(t.dtype(), af::Shape(dims));
-  size_t row_bytes = static_cast<size_t>(t.dim(0) ? t.num_elements() / t.dim(0) : 0) * af::dtype_size(t.dtype());
-  const char* src = static_cast<const char*>(t.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  for (size_t i = b; i < e; ++i) std::memcpy(dst + (i - b) * row_bytes, src + static_cast<size_t>(order[i]) * row_bytes, row_bytes);
-  return out;
-}
-
 // The mean loss over this task's latest steps (TrainResult::last_loss: the last epoch's),
 // for the progress lines too: a mean since the process started says little once a
 // restarted task has trained a while.
@@ -56,12 +46,6 @@ class RecentLoss {
   std::deque<double> window_;
   double sum_ = 0;
 };
-
-// What a lost or restarted task looks like from a step: waiting (and restoring) cures it.
-bool retryable(const af::Status& s) {
-  return s.code() == af::Code::unavailable || s.code() == af::Code::failed_precondition ||
-         s.code() == af::Code::deadline_exceeded || s.code() == af::Code::cancelled;
-}
 
 // Runs `attempt` until it succeeds, fails with an error that waiting cannot cure, or the
 // deadline passes; says once what it waits for.
@@ -149,15 +133,6 @@ Schedule schedule(const Flags& f, int64_t n_train, int64_t examples_per_step) {
   s.target = int64_t{f.epoch_number} * s.steps_per_epoch;
   if (f.max_steps > 0) s.target = std::min(s.target, f.max_steps);
   return s;
-}
-
-int64_t model_bytes(const af::Graph& g) {
-  int64_t n = 0;
-  for (int id : g.collection("trainable_variables")) {
-    const af::Node& v = g.node(id);
-    n += v.output_shapes[0].num_elements() * static_cast<int64_t>(af::dtype_size(v.output_dtypes[0]));
-  }
-  return n;
 }
 
 void note_traffic(TrainResult& r, const afn::EdgeTraffic& before, int64_t steps, const af::Graph& g) {
