@@ -22,90 +22,78 @@ Status need_name(ShapeContext& c, const char* key) {
   return Status::OK();
 }
 
-}  // namespace
+// A deposit into an accumulator: (local_step, gradient), or the sparse form (local_step,
+// values [k, ...row], indices [k]).
+OpDefBuilder apply_gradient_op(const char* name, bool sparse) {
+  return OpDefBuilder(name)
+      .inputs(sparse ? 3 : 2)
+      .outputs(0)
+      .stateful()
+      .required_attr("accumulator")
+      .attr("worker", int64_t{0})
+      .shape_fn([sparse](ShapeContext& c) {
+        AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
+        AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "local_step"));
+        if (c.input_dtype(1) != DType::f32 && c.input_dtype(1) != DType::f64)
+          return c.error("the gradient must be float32 or float64, got " + c.describe_input(1));
+        if (!sparse) return Status::OK();
+        if (c.input_dtype(2) != DType::i32 && c.input_dtype(2) != DType::i64)
+          return c.error("the gradient's indices must be int32 or int64, got " + c.describe_input(2));
+        if (!c.input_shape(2).compatible_with(Shape{-1}))
+          return c.error("the gradient's indices must be a vector, got " + c.describe_input(2));
+        return Status::OK();
+      });
+}
+
+// A take from an accumulator: (round) -> the mean, or the sparse form's (indices int64
+// [u] ascending, values [u, ...row]) with `shape` the variable's.
+OpDefBuilder take_gradient_op(const char* name, bool sparse) {
+  return OpDefBuilder(name)
+      .inputs(1)
+      .outputs(sparse ? 2 : 1)
+      .stateful()
+      .required_attr("accumulator")
+      .required_attr("dtype")
+      .required_attr("shape")
+      .attr("num_required", int64_t{1})
+      .attr("timeout_ms", int64_t{60000})
+      .attr("grace_ms", int64_t{200})
+      .shape_fn([sparse](ShapeContext& c) {
+        AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
+        AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "round"));
+        if (c.node().attr_int("num_required", 1) < 1) return c.error("num_required must be at least 1");
+        const Shape var = c.node().attr_shape("shape");
+        if (!sparse) {
+          c.set_output(0, c.node().attr_dtype("dtype"), var);
+          return Status::OK();
+        }
+        if (!var.has_rank() || var.rank() < 1)
+          return c.error("a sparse gradient needs a variable of rank >= 1, got " + var.to_string());
+        std::vector<int64_t> rows = var.dims();
+        rows[0] = -1;
+        c.set_output(0, DType::i64, Shape{-1});
+        c.set_output(1, c.node().attr_dtype("dtype"), Shape(rows));
+        return Status::OK();
+      });
+}
 
 // (local_step, gradient): adds the gradient to the accumulator unless it was computed
 // for a round that has been applied already (then it is dropped and counted as stale).
-AF_REGISTER_OP("AccumulatorApplyGradient")
-    .inputs(2)
-    .outputs(0)
-    .stateful()
-    .required_attr("accumulator")
-    .attr("worker", int64_t{0})
-    .shape_fn([](ShapeContext& c) {
-      AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
-      AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "local_step"));
-      if (c.input_dtype(1) != DType::f32 && c.input_dtype(1) != DType::f64)
-        return c.error("the gradient must be float32 or float64, got " + c.describe_input(1));
-      return Status::OK();
-    });
-
-// (local_step, values [k, ...row], indices [k]): the sparse form, as TF's
-// SparseConditionalAccumulator takes IndexedSlices: the rows are summed by index.
-AF_REGISTER_OP("SparseAccumulatorApplyGradient")
-    .inputs(3)
-    .outputs(0)
-    .stateful()
-    .required_attr("accumulator")
-    .attr("worker", int64_t{0})
-    .shape_fn([](ShapeContext& c) {
-      AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
-      AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "local_step"));
-      if (c.input_dtype(1) != DType::f32 && c.input_dtype(1) != DType::f64)
-        return c.error("the gradient's values must be float32 or float64, got " + c.describe_input(1));
-      if (c.input_dtype(2) != DType::i32 && c.input_dtype(2) != DType::i64)
-        return c.error("the gradient's indices must be int32 or int64, got " + c.describe_input(2));
-      if (!c.input_shape(2).compatible_with(Shape{-1}))
-        return c.error("the gradient's indices must be a vector, got " + c.describe_input(2));
-      return Status::OK();
-    });
+OpRegistrar apply_gradient_registrar = apply_gradient_op("AccumulatorApplyGradient", false);
+// The sparse form, as TF's SparseConditionalAccumulator takes IndexedSlices: the rows are
+// summed by index.
+OpRegistrar sparse_apply_gradient_registrar = apply_gradient_op("SparseAccumulatorApplyGradient", true);
 
 // (round) -> the mean of the gradients of that round, once `num_required` have arrived;
 // the accumulator then accepts round + 1 only. After `timeout_ms` it takes what has
 // arrived (at least one), logs which workers were missing, and until all come back the
 // later rounds wait only `grace_ms` beyond the gradients still arriving.
-AF_REGISTER_OP("AccumulatorTakeGradient")
-    .inputs(1)
-    .stateful()
-    .required_attr("accumulator")
-    .required_attr("dtype")
-    .required_attr("shape")
-    .attr("num_required", int64_t{1})
-    .attr("timeout_ms", int64_t{60000})
-    .attr("grace_ms", int64_t{200})
-    .shape_fn([](ShapeContext& c) {
-      AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
-      AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "round"));
-      if (c.node().attr_int("num_required", 1) < 1) return c.error("num_required must be at least 1");
-      c.set_output(0, c.node().attr_dtype("dtype"), c.node().attr_shape("shape"));
-      return Status::OK();
-    });
+OpRegistrar take_gradient_registrar = take_gradient_op("AccumulatorTakeGradient", false);
+// The sparse form: each row any gradient of the round touched, its sum divided by the
+// number of gradients taken.
+OpRegistrar sparse_take_gradient_registrar = take_gradient_op("SparseAccumulatorTakeGradient", true);
 
-// (round) -> (indices int64 [u] ascending, values [u, ...row]): the sparse form; each row
-// any gradient of the round touched, its sum divided by the number of gradients taken.
-// `shape` is the variable's: the values are rows of it.
-AF_REGISTER_OP("SparseAccumulatorTakeGradient")
-    .inputs(1)
-    .outputs(2)
-    .stateful()
-    .required_attr("accumulator")
-    .required_attr("dtype")
-    .required_attr("shape")
-    .attr("num_required", int64_t{1})
-    .attr("timeout_ms", int64_t{60000})
-    .attr("grace_ms", int64_t{200})
-    .shape_fn([](ShapeContext& c) {
-      AF_RETURN_IF_ERROR(need_name(c, "accumulator"));
-      AF_RETURN_IF_ERROR(scalar_i64_input(c, 0, "round"));
-      if (c.node().attr_int("num_required", 1) < 1) return c.error("num_required must be at least 1");
-      Shape var = c.node().attr_shape("shape");
-      if (!var.has_rank() || var.rank() < 1) return c.error("a sparse gradient needs a variable of rank >= 1, got " + var.to_string());
-      std::vector<int64_t> rows = var.dims();
-      rows[0] = -1;
-      c.set_output(0, DType::i64, Shape{-1});
-      c.set_output(1, c.node().attr_dtype("dtype"), Shape(rows));
-      return Status::OK();
-    });
+}  // namespace
 
 // (round): the round the chief has finished applying; wakes the workers waiting for it.
 AF_REGISTER_OP("SyncRoundAdvance").inputs(1).outputs(0).stateful().required_attr("barrier").shape_fn([](ShapeContext& c) {
