@@ -1,6 +1,6 @@
-// The "local" session backend: one executor (a set of node actors) per kind of step, kept
-// in a bounded LRU cache; a view of the process's CPU pool with the session's allocator;
-// and the session's variables.
+// The "local" session backend: one executor (a set of node actors) per kind of step, in
+// the executor cache a partition uses too; a view of the process's CPU pool with the
+// session's allocator; and the session's variables.
 #include <atomic>
 #include <list>
 #include <map>
@@ -11,9 +11,7 @@
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/ops/cuda_info.h"
 #include "actorflow/session.h"
-#include "executor.h"
-#include "gpu_plan.h"
-#include "graph_passes.h"
+#include "executor_cache.h"
 
 namespace actorflow::runtime {
 namespace {
@@ -27,18 +25,11 @@ class LocalSession final : public SessionImpl {
  public:
   LocalSession(Graph& g, const SessionOptions& opts)
       : graph_(g), opts_(opts), allocator_(session_allocator(opts)),
-        device_(opts.intra_op_threads, 0, allocator_.get()) {
-    env_.device = &device_;
-    env_.resources = &resources_;
+        device_(opts.intra_op_threads, 0, allocator_.get()),
+        env_(make_executor_env(opts, &device_, &resources_, &kernels_)), executors_(graph_, opts_, env_) {
     // The collective ops' group, found by their kernels among the session's resources.
     if (opts.collective_group)
       (void)resources_.get<CollectiveGroup>(kCollectiveGroupResource, [&] { return opts.collective_group; });
-    env_.kernels = &kernels_;
-    env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
-    env_.colocate_cheap_ops = opts.optimizer.colocate_cheap_ops;
-    env_.caller_runs_small_steps = opts.optimizer.caller_runs_small_steps;
-    env_.encode_all_edges = opts.encode_all_edges;
-    env_.encode_nodes.insert(opts.encode_edges_of.begin(), opts.encode_edges_of.end());
     if (opts.trace || !opts.trace_path.empty()) {
       tracer_ = std::make_unique<Tracer>();
       env_.tracer = tracer_.get();
@@ -49,7 +40,7 @@ class LocalSession final : public SessionImpl {
   Status check() const { return check_kernels(graph_, DeviceType::CPU); }
 
   Result<std::vector<Tensor>> run(const RunRequest& req) override {
-    AF_ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, executor_for(req));
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, executors_.get(req));
     std::vector<Tensor> feeds;
     feeds.reserve(req.feeds.size());
     for (auto& [out, value] : req.feeds) {
@@ -60,7 +51,7 @@ class LocalSession final : public SessionImpl {
   }
 
   Result<std::shared_ptr<PreparedStep>> prepare(const RunRequest& req) override {
-    AF_ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, executor_for(req));
+    AF_ASSIGN_OR_RETURN(std::shared_ptr<Executor> ex, executors_.get(req));
     std::vector<Output> fed;
     for (auto& [out, value] : req.feeds) fed.push_back(out);
     return std::shared_ptr<PreparedStep>(std::make_shared<Prepared>(this, std::move(ex), std::move(fed)));
@@ -84,25 +75,17 @@ class LocalSession final : public SessionImpl {
   }
 
   Status close() override {
-    std::list<Cached> executors;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) return Status::OK();
       closed_ = true;
-      executors.swap(lru_);
-      index_.clear();
     }
-    for (auto& c : executors) c.executor->shutdown();
+    executors_.shutdown();
     if (tracer_ && !opts_.trace_path.empty()) return tracer_->write(opts_.trace_path);
     return Status::OK();
   }
 
  private:
-  struct Cached {
-    std::string key;
-    std::shared_ptr<Executor> executor;
-  };
-
   // A callable's step: it holds its executor, so the LRU never evicts it (use count > 1),
   // and it checks only the feeds' dtypes and shapes per call.
   class Prepared final : public PreparedStep {
@@ -120,78 +103,16 @@ class LocalSession final : public SessionImpl {
     std::vector<Output> fed_;
   };
 
-  // The executor of this kind of step, prepared on first use. A broken one (an actor
-  // died) is replaced; past max_cached_plans the least recently used idle one goes.
-  Result<std::shared_ptr<Executor>> executor_for(const RunRequest& req) {
-    std::vector<std::shared_ptr<Executor>> retired;
-    std::shared_ptr<Executor> ex;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_) return failed_precondition("session is closed");
-      std::string key = step_plan_key(graph_, req);
-      auto it = index_.find(key);
-      if (it != index_.end() && !it->second->executor->health().ok()) {
-        retired.push_back(it->second->executor);
-        lru_.erase(it->second);
-        index_.erase(it);
-        it = index_.end();
-      }
-      if (it == index_.end()) {
-        AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(graph_, req));
-        AF_RETURN_IF_ERROR(check_kernels(graph_, DeviceType::CPU, plan.nodes));
-        GraphOptimizerOptions optimizer = opts_.optimizer;
-        // Only where a GPU exists (asking loads nothing on a machine without one): else the
-        // graph runs on the CPU exactly as if it named no device.
-        const bool gpu = graph_asks_for_gpu(graph_) && cuda_device_count() > 0;
-        // Fused elementwise nodes have no GPU kernel: nodes placed on a GPU stay unfused.
-        if (gpu) optimizer.fuse_elementwise = false;
-        AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(graph_, std::move(plan), optimizer));
-        if (gpu) {
-          GpuPlanOptions g;
-          g.logged = &placement_logged_;
-          g.logged_mu = &placement_mu_;
-          AF_RETURN_IF_ERROR(place_plan_on_gpus(graph_, *optimized, g));
-        }
-        AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(std::move(optimized), env_));
-        lru_.push_front(Cached{key, std::shared_ptr<Executor>(std::move(made))});
-        index_[key] = lru_.begin();
-        evict_idle(retired);
-      } else {
-        lru_.splice(lru_.begin(), lru_, it->second);
-      }
-      ex = lru_.front().executor;
-    }
-    for (auto& r : retired) r->shutdown();
-    return ex;
-  }
-
-  // Oldest first, skipping executors a run is using (their use count is above ours).
-  void evict_idle(std::vector<std::shared_ptr<Executor>>& retired) {
-    size_t cap = static_cast<size_t>(opts_.max_cached_plans < 1 ? 1 : opts_.max_cached_plans);
-    for (auto it = std::prev(lru_.end()); lru_.size() > cap && it != lru_.begin();) {
-      auto prev = std::prev(it);
-      if (it->executor.use_count() == 1) {
-        retired.push_back(it->executor);
-        index_.erase(it->key);
-        lru_.erase(it);
-      }
-      it = prev;
-    }
-  }
-
   Graph& graph_;
   SessionOptions opts_;
   AllocatorHandle allocator_;
   CpuDevice device_;
   ResourceMgr resources_;
   KernelCache kernels_;
-  std::mutex placement_mu_;
-  std::set<std::string> placement_logged_;  // soft placement's lines, each printed once
   std::unique_ptr<Tracer> tracer_;
   ExecutorEnv env_;
+  ExecutorCache executors_;
   std::mutex mu_;
-  std::list<Cached> lru_;  // most recently used first
-  std::map<std::string, std::list<Cached>::iterator> index_;
   std::atomic<int64_t> global_step_{0};
   bool closed_ = false;
 };

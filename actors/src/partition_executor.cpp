@@ -1,5 +1,6 @@
 // A partition executor: one prepared set of node actors per distinct (feeds, fetches,
-// targets), as the local session keeps, started with the caller's step id.
+// targets), in the executor cache a local session uses too, started with the caller's
+// step id.
 #include "actorflow/runtime/partition_executor.h"
 
 #include <atomic>
@@ -7,8 +8,7 @@
 #include <mutex>
 
 #include "actorflow/ops/cpu_device.h"
-#include "executor.h"
-#include "graph_passes.h"
+#include "executor_cache.h"
 
 namespace actorflow::runtime {
 namespace {
@@ -21,19 +21,13 @@ class PartitionExecutorImpl final : public PartitionExecutor {
                         std::shared_ptr<ResourceMgr> resources)
       : graph_(std::move(graph)), rendezvous_(std::move(rendezvous)), opts_(opts),
         resources_(resources ? std::move(resources) : std::make_shared<ResourceMgr>()),
-        device_(opts.intra_op_threads, 0, nullptr) {
-    env_.device = &device_;
-    env_.resources = resources_.get();
-    env_.kernels = &kernels_;
-    env_.edge_capacity = opts.edge_capacity < 1 ? 1 : opts.edge_capacity;
-    env_.colocate_cheap_ops = opts.optimizer.colocate_cheap_ops;
-    env_.caller_runs_small_steps = opts.optimizer.caller_runs_small_steps;
-  }
+        device_(opts.intra_op_threads, 0, nullptr), env_(make_executor_env(opts_, &device_, resources_.get(), &kernels_)),
+        executors_(*graph_, opts_, env_) {}
 
   ~PartitionExecutorImpl() override {
     rendezvous_->abort_all(cancelled("the partition at " + rendezvous_->location() + " is closing"));
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [key, ex] : executors_) ex->shutdown();
+    executors_.shutdown();
   }
 
   Status init() {
@@ -99,36 +93,25 @@ class PartitionExecutorImpl final : public PartitionExecutor {
     {
       std::lock_guard<std::mutex> lock(mu_);
       RunRequest req;
-      std::string key;
       for (auto& [name, value] : feeds) {
         AF_ASSIGN_OR_RETURN(Output o, graph_->find_output(name));
         AF_RETURN_IF_ERROR(validate_feed(o, value));
         req.feeds.push_back({o, value});
         values.push_back(value);
-        key += "f" + name + ";";
       }
       for (auto& name : fetches) {
         AF_ASSIGN_OR_RETURN(Output o, graph_->find_output(name));
         req.fetches.push_back(o);
-        key += "o" + name + ";";
       }
       for (auto& name : targets) {
         const Node* n = graph_->find_node(name);
         if (!n) return invalid_argument("partition " + location() + " has no node '" + name + "' to run");
         req.targets.push_back(Operation(graph_.get(), n->id));
-        key += "t" + name + ";";
       }
       for (int s : sends_) req.targets.push_back(Operation(graph_.get(), s));
       // A partition that exchanges nothing and is asked for nothing has no work this step.
       if (req.fetches.empty() && req.targets.empty()) return std::shared_ptr<StartedStep>(started);
-      auto it = executors_.find(key);
-      if (it == executors_.end()) {
-        AF_ASSIGN_OR_RETURN(StepPlan plan, make_step_plan(*graph_, req));
-        AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(*graph_, std::move(plan), opts_.optimizer));
-        AF_ASSIGN_OR_RETURN(std::unique_ptr<Executor> made, make_actor_executor(std::move(optimized), env_));
-        it = executors_.emplace(key, std::shared_ptr<Executor>(std::move(made))).first;
-      }
-      ex = it->second;
+      AF_ASSIGN_OR_RETURN(ex, executors_.get(req));
       // Started under the lock: steps begin in the order callers asked, which is the
       // order their node actors fire them in.
       started->ex = ex;
@@ -174,9 +157,9 @@ class PartitionExecutorImpl final : public PartitionExecutor {
   CpuDevice device_;
   KernelCache kernels_;
   ExecutorEnv env_;
+  ExecutorCache executors_;
   std::vector<int> sends_;  // _Send and _Recv nodes: both run every step
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Executor>> executors_;
 };
 
 }  // namespace
