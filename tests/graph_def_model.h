@@ -293,6 +293,12 @@ inline Model build_model() {
     so.timeout_ms = 10;
     af::Output sync_loss = af::mean(af::matmul(x, w));
     af::train::sync_replicas_minimize(sgd, sync_loss, af::train::global_step(g), 0, so, {w});
+    // A gather's gradient stays sparse: summed by row, then the sparse accumulator ops.
+    af::Output sparse_loss = af::mean(af::gather(w, idx));
+    af::train::sync_replicas_minimize(sgd, sparse_loss, af::train::global_step(g), 0, so, {w});
+    // All-reduce training: a bucket's CollectiveAllReduce and the initial broadcast.
+    af::train::allreduce_minimize(sgd, sync_loss, af::train::global_step(g), {}, {w});
+    af::train::broadcast_variables(g, {w});
   }
 
   // State updates, grouping and control dependencies.
