@@ -51,6 +51,8 @@ struct ExecutorEnv {
   // process-wide RunPath can still turn each off.
   bool colocate_cheap_ops = true;
   bool caller_runs_small_steps = true;
+  // A partition's rendezvous, handed to every kernel context (null in a local session).
+  Rendezvous* rendezvous = nullptr;
 };
 
 class Executor {

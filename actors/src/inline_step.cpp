@@ -47,6 +47,7 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
     }
     int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
     OpKernelContext ctx(*rt.node, std::move(inputs[static_cast<size_t>(i)]), rt.device ? rt.device : env.device, env.resources, state.step_id());
+    ctx.set_rendezvous(env.rendezvous);
     compute_kernel(rt, ctx);
     node_done(shared, rt, state, &ctx, nullptr, t0, propagate);
   }

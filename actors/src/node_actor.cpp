@@ -139,6 +139,7 @@ void NodeActor::fire(Slot& s, int64_t step) {
   int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
   if (AsyncOpKernel* async = rt_.kernel->as_async()) {
     auto ctx = std::make_unique<OpKernelContext>(*rt_.node, std::move(s.inputs), rt_.device ? rt_.device : env.device, env.resources, s.state->step_id());
+    ctx->set_rendezvous(env.rendezvous);
     running_ = std::make_unique<Running>();
     running_->step = step;
     running_->state = s.state;
@@ -168,6 +169,7 @@ void NodeActor::compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64
   int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
   // A synchronous kernel's context lives on the stack: no heap allocation per firing.
   OpKernelContext ctx(*rt.node, std::move(inputs), rt.device ? rt.device : env.device, env.resources, state->step_id());
+  ctx.set_rendezvous(env.rendezvous);
   compute_kernel(rt, ctx);
   finish(rt, step, state, &ctx, nullptr, t0);
 }

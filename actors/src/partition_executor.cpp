@@ -13,8 +13,6 @@
 namespace actorflow::runtime {
 namespace {
 
-std::atomic<int64_t> g_partition_counter{0};
-
 class PartitionExecutorImpl final : public PartitionExecutor {
  public:
   PartitionExecutorImpl(std::unique_ptr<Graph> graph, std::shared_ptr<EdgeRendezvous> rendezvous, const SessionOptions& opts,
@@ -22,7 +20,9 @@ class PartitionExecutorImpl final : public PartitionExecutor {
       : graph_(std::move(graph)), rendezvous_(std::move(rendezvous)), opts_(opts),
         resources_(resources ? std::move(resources) : std::make_shared<ResourceMgr>()),
         device_(opts.intra_op_threads, 0, nullptr), env_(make_executor_env(opts_, &device_, resources_.get(), &kernels_)),
-        executors_(*graph_, opts_, env_) {}
+        executors_(*graph_, opts_, env_) {
+    env_.rendezvous = rendezvous_.get();
+  }
 
   ~PartitionExecutorImpl() override {
     rendezvous_->abort_all(cancelled("the partition at " + rendezvous_->location() + " is closing"));
@@ -31,15 +31,12 @@ class PartitionExecutorImpl final : public PartitionExecutor {
   }
 
   Status init() {
-    // The kernels find this partition's rendezvous by a key unique to the executor.
-    std::string key = "partition#" + std::to_string(++g_partition_counter) + rendezvous_->location();
-    register_rendezvous(key, rendezvous_);
+    // The kernels find this partition's rendezvous in their context (env_.rendezvous).
     for (int i = 0; i < graph_->num_nodes(); ++i) {
-      Node& n = graph_->mutable_node(i);
+      const Node& n = graph_->node(i);
       if (n.op == "_Recv") rendezvous_->expect_edge(n.attr_int("edge_id"), n.attr_string("send_task"));
       if (n.op == "_Send" || n.op == "_Recv") {
         rendezvous_->name_edge(n.attr_int("edge_id"), n.attr_string("tensor_name"));
-        n.attrs["_rendezvous"] = key;
         sends_.push_back(i);
       }
     }

@@ -188,27 +188,6 @@ std::string EdgeRendezvous::describe_waits(int64_t step) {
   return out;
 }
 
-namespace {
-std::mutex g_registry_mu;
-std::map<std::string, std::weak_ptr<EdgeRendezvous>>& registry() {
-  static std::map<std::string, std::weak_ptr<EdgeRendezvous>> r;
-  return r;
-}
-}  // namespace
-
-void register_rendezvous(const std::string& key, const std::shared_ptr<EdgeRendezvous>& r) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  auto& reg = registry();
-  for (auto it = reg.begin(); it != reg.end();) it = it->second.expired() ? reg.erase(it) : std::next(it);
-  reg[key] = r;
-}
-
-std::shared_ptr<EdgeRendezvous> find_rendezvous(const std::string& key) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  auto it = registry().find(key);
-  return it == registry().end() ? nullptr : it->second.lock();
-}
-
 void LoopbackEdges::attach(const std::shared_ptr<EdgeRendezvous>& r) {
   std::lock_guard<std::mutex> lock(mu_);
   by_location_[r->location()] = r;

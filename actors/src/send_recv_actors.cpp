@@ -1,8 +1,8 @@
 // The _Send and _Recv nodes of a partition (ops/defs/sendrecv_ops.cpp). Each runs in its
 // own node actor as an async kernel, so a node waiting for a remote credit or tensor
 // blocks no scheduler thread: the actor keeps its later steps queued (steps fire in
-// order) until the rendezvous calls back. They find their partition's EdgeRendezvous
-// through the "_rendezvous" attribute the partition executor sets.
+// order) until the rendezvous calls back. They find their partition's EdgeRendezvous in
+// their kernel context, where the partition executor puts it.
 #include "actorflow/kernel.h"
 #include "actorflow/runtime/remote_edges.h"
 #include "actorflow/tensor_codec.h"
@@ -13,14 +13,14 @@ namespace {
 struct EdgeAttrs {
   explicit EdgeAttrs(const Node& n)
       : tensor_name(n.attr_string("tensor_name")), edge(n.attr_int("edge_id", -1)),
-        send_task(n.attr_string("send_task")), recv_task(n.attr_string("recv_task")),
-        rendezvous(n.attr_string("_rendezvous")) {}
+        send_task(n.attr_string("send_task")), recv_task(n.attr_string("recv_task")) {}
   std::string tensor_name;
   int64_t edge;
-  std::string send_task, recv_task, rendezvous;
+  std::string send_task, recv_task;
 
   std::shared_ptr<EdgeRendezvous> find(OpKernelContext& ctx) const {
-    auto r = rendezvous.empty() ? nullptr : find_rendezvous(rendezvous);
+    auto* edges = dynamic_cast<EdgeRendezvous*>(ctx.rendezvous());
+    std::shared_ptr<EdgeRendezvous> r = edges ? edges->shared_from_this() : nullptr;
     if (!r) ctx.fail(Status(Code::failed_precondition, "edge " + tensor_name +
                                                           " has no rendezvous: a partition runs only in a partition executor"));
     return r;

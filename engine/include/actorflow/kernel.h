@@ -30,6 +30,14 @@ class DeviceContext {
   virtual void* native_handle() const = 0;
 };
 
+// What a step's _Send and _Recv kernels exchange tensors through when a graph is cut over
+// several tasks (TF's OpKernelContext::rendezvous()): the runtime's partition executor
+// hands its own to every kernel context of its steps; elsewhere there is none.
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+};
+
 class OpKernelContext {
  public:
   OpKernelContext(const Node& node, std::vector<Tensor> inputs, DeviceContext* device,
@@ -54,6 +62,9 @@ class OpKernelContext {
   DeviceContext* device() const { return device_; }
   ResourceMgr* resources() const { return resources_; }
   int64_t step_id() const { return step_id_; }
+  // The step's rendezvous, null outside a partition of a cut graph.
+  Rendezvous* rendezvous() const { return rendezvous_; }
+  void set_rendezvous(Rendezvous* r) { rendezvous_ = r; }
 
   // Records a failure; the message gets the node's name and op prefixed.
   void fail(const Status& s);
@@ -69,6 +80,7 @@ class OpKernelContext {
   DeviceContext* device_;
   ResourceMgr* resources_;
   int64_t step_id_;
+  Rendezvous* rendezvous_ = nullptr;
   Status status_;
 };
 

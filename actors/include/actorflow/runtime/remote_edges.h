@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "actorflow/kernel.h"
 #include "actorflow/status.h"
 #include "actorflow/tensor_codec.h"
 
@@ -39,7 +40,7 @@ class RemoteEdges {
   virtual Status return_credit(const std::string& to_location, int64_t edge) = 0;
 };
 
-class EdgeRendezvous {
+class EdgeRendezvous : public Rendezvous, public std::enable_shared_from_this<EdgeRendezvous> {
  public:
   using EdgeCallback = std::function<void(Result<EdgeValue>)>;
   using CreditCallback = std::function<void(Status)>;
@@ -104,10 +105,6 @@ class EdgeRendezvous {
   std::map<int64_t, std::string> names_;                  // edge -> its producer node
 };
 
-// Rendezvous by name for the _Send/_Recv kernels, which find theirs through the node
-// attribute "_rendezvous" the partition executor sets. The table holds weak references.
-void register_rendezvous(const std::string& key, const std::shared_ptr<EdgeRendezvous>& r);
-std::shared_ptr<EdgeRendezvous> find_rendezvous(const std::string& key);
 
 // An in-process transport: locations attached to it deliver to each other directly, each
 // value encoded to bytes and decoded again as if it crossed hosts. Real, not a mock: the
