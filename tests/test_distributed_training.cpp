@@ -56,6 +56,34 @@ af::Tensor concat_rows(const af::Tensor& a, const af::Tensor& b) {
   return af::Tensor::from_vector(v, {a.dim(0) + b.dim(0), a.dim(1)});
 }
 
+// Three sync rounds of two replicas in one session: worker 1 on a thread with its feeds,
+// the chief here with its own; each chief step must move the global step by one.
+void run_two_replicas(af::Session& sess, const af::train::SyncReplicasOps& chief, const af::train::SyncReplicasOps& other,
+                      const af::FeedDict& chief_feeds, const af::FeedDict& other_feeds) {
+  af::Status worker_status = af::Status::OK();
+  std::thread worker([&] {
+    int64_t local = 0;
+    for (int s = 0; s < 3 && worker_status.ok(); ++s) {
+      af::FeedDict feeds = other_feeds;
+      feeds.push_back({other.local_step, af::Tensor::scalar<int64_t>(local)});
+      auto r = sess.run({other.worker_step}, feeds);
+      if (!r.ok()) worker_status = r.status();
+      else local = (*r)[0].item<int64_t>();
+    }
+  });
+  int64_t local = 0;
+  for (int s = 0; s < 3; ++s) {
+    af::FeedDict feeds = chief_feeds;
+    feeds.push_back({chief.local_step, af::Tensor::scalar<int64_t>(local)});
+    auto r = sess.run({chief.chief_step}, feeds);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    local = (*r)[0].item<int64_t>();
+    CHECK(local == s + 1);  // the step moves once per round
+  }
+  worker.join();
+  REQUIRE_MESSAGE(worker_status.ok(), worker_status.to_string());
+}
+
 }  // namespace
 
 TEST_CASE("replica_device_setter: variables round-robin on the ps tasks with their slots and initializers") {
@@ -132,24 +160,7 @@ TEST_CASE("sync replicas: two workers' mean gradient equals one step on the doub
   auto sess = af::Session::create(g);
   REQUIRE(sess.ok());
   REQUIRE(sess->run_init().ok());
-  af::Status worker_status = af::Status::OK();
-  std::thread worker([&] {
-    int64_t local = 0;
-    for (int s = 0; s < 3 && worker_status.ok(); ++s) {
-      auto r = sess->run({other.worker_step}, {{m.x, x1}, {m.y, y1}, {other.local_step, af::Tensor::scalar<int64_t>(local)}});
-      if (!r.ok()) worker_status = r.status();
-      else local = (*r)[0].item<int64_t>();
-    }
-  });
-  int64_t local = 0;
-  for (int s = 0; s < 3; ++s) {
-    auto r = sess->run({chief.chief_step}, {{m.x, x0}, {m.y, y0}, {chief.local_step, af::Tensor::scalar<int64_t>(local)}});
-    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-    local = (*r)[0].item<int64_t>();
-    CHECK(local == s + 1);
-  }
-  worker.join();
-  REQUIRE_MESSAGE(worker_status.ok(), worker_status.to_string());
+  run_two_replicas(*sess, chief, other, {{m.x, x0}, {m.y, y0}}, {{m.x, x1}, {m.y, y1}});
   auto v = sess->run({m.vars[0], m.vars[1], m.vars[2], m.step});
   REQUIRE(v.ok());
   CHECK((*v)[3].item<int64_t>() == 3);
@@ -246,24 +257,8 @@ TEST_CASE("sync replicas: sparse gradients are summed row by row and equal one s
   auto sess = af::Session::create(g);
   REQUIRE(sess.ok());
   REQUIRE(sess->run_init().ok());
-  af::Status worker_status = af::Status::OK();
-  std::thread worker([&] {
-    int64_t local = 0;
-    for (int s = 0; s < 3 && worker_status.ok(); ++s) {
-      auto r = sess->run({other.worker_step}, {{m.ids, i1}, {m.y, y1}, {other.local_step, af::Tensor::scalar<int64_t>(local)}});
-      if (!r.ok()) worker_status = r.status();
-      else local = (*r)[0].item<int64_t>();
-    }
-  });
-  int64_t local = 0;
-  for (int s = 0; s < 3; ++s) {
-    auto r = sess->run({chief.chief_step}, {{m.ids, i0}, {m.y, y0}, {chief.local_step, af::Tensor::scalar<int64_t>(local)}});
-    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-    local = (*r)[0].item<int64_t>();
-    CHECK(local == s + 1);  // the step moves once per round, not once per optimizer
-  }
-  worker.join();
-  REQUIRE_MESSAGE(worker_status.ok(), worker_status.to_string());
+  // The step moves once per round, not once per optimizer.
+  run_two_replicas(*sess, chief, other, {{m.ids, i0}, {m.y, y0}}, {{m.ids, i1}, {m.y, y1}});
   auto v = sess->run({m.emb, m.w, m.step});
   REQUIRE(v.ok());
   CHECK((*v)[2].item<int64_t>() == 3);
