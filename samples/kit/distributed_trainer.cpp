@@ -187,7 +187,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
     so.timeout_ms = f.sync_timeout_ms;
     sync_ops = af::train::sync_replicas_minimize(parts, m.loss, step, task.worker, so);
   } else {
-    train_op = minimize_all(parts, m.loss, step);
+    train_op = af::train::minimize(parts, m.loss, step);
     af::ControlDependencies after(g, {train_op});
     new_step = af::read_variable(step, "step_after_update");
   }

@@ -78,15 +78,6 @@ std::vector<af::train::OptimizerVars> optimizers_of(const Model& m, af::optim::O
   return {{fallback, {}}};
 }
 
-af::Operation minimize_all(const std::vector<af::train::OptimizerVars>& parts, const af::Output& loss,
-                           const af::Output& global_step) {
-  if (parts.size() == 1) return parts[0].optimizer->minimize(loss, parts[0].var_list, global_step);
-  std::vector<af::Operation> updates;
-  for (size_t i = 0; i < parts.size(); ++i)
-    updates.push_back(parts[i].optimizer->minimize(loss, parts[i].var_list, i + 1 == parts.size() ? global_step : af::Output()));
-  return af::group(*loss.graph(), updates, "train");
-}
-
 af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const Flags& f, af::optim::Optimizer* optimizer) {
   int64_t n_train = data.x_train.dim(0);
   int64_t steps_per_epoch = (n_train + f.batch_size - 1) / f.batch_size;
@@ -96,7 +87,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
     owned = make_optimizer(f, g, step, steps_per_epoch);
     optimizer = owned.get();
   }
-  af::Operation train_op = minimize_all(optimizers_of(m, optimizer), m.loss, step);
+  af::Operation train_op = af::train::minimize(optimizers_of(m, optimizer), m.loss, step);
   af::Saver saver(g);
   af::SessionOptions opts;
   opts.intra_op_threads = f.threads;
@@ -266,7 +257,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
   if (f.mode == "export") {
     af::Output step = af::train::global_step(g);
     auto opt = make_optimizer(f, g, step, 1);
-    (void)minimize_all(optimizers_of(m, optimizer ? optimizer : opt.get()), m.loss, step);
+    (void)af::train::minimize(optimizers_of(m, optimizer ? optimizer : opt.get()), m.loss, step);
     af::Saver saver(g);
     auto sess = af::Session::create(g);
     af::Status s = sess.status();

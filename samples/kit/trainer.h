@@ -33,10 +33,6 @@ struct Model {
 // The optimizers that train `m`: its own, or {fallback} over every trainable variable.
 std::vector<actorflow::train::OptimizerVars> optimizers_of(const Model& m, actorflow::optim::Optimizer* fallback);
 
-// One step's update of every optimizer; the last advances `global_step`.
-actorflow::Operation minimize_all(const std::vector<actorflow::train::OptimizerVars>& parts, const actorflow::Output& loss,
-                                  const actorflow::Output& global_step);
-
 struct TrainResult {
   double test_accuracy = 0;
   double test_loss = 0;

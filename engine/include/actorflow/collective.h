@@ -65,7 +65,7 @@ Operation allreduce_minimize(optim::Optimizer& opt, const Output& loss, const Ou
                              const AllReduceOptions& options = {}, const std::vector<Output>& var_list = {});
 // The same with one optimizer per group of variables (wide & deep: FTRL for the wide part,
 // Adagrad for the deep part; an empty var_list: every trainable variable): the buckets
-// span every group; global_step moves once, with the last group's update.
+// span every group; global_step moves once, after every group's update.
 Operation allreduce_minimize(const std::vector<OptimizerVars>& parts, const Output& loss, const Output& global_step,
                              const AllReduceOptions& options = {});
 

@@ -63,6 +63,15 @@ struct OptimizerVars {
   optim::Optimizer* optimizer = nullptr;
   std::vector<Output> var_list;
 };
+// Each part's gradients applied by its optimizer; `global_step` (when valid) moves once,
+// after every part's update, as TF's wide & deep estimators group their optimizers. With
+// one part, its optimizer's apply_gradients as minimize() builds it. An empty `name`
+// keeps each optimizer's own. With a global step, output 0 is the step after the update.
+Operation apply_gradients(const std::vector<OptimizerVars>& parts, const std::vector<optim::GradsAndVars>& grads,
+                          const Output& global_step, const std::string& name);
+// compute_gradients of each part, then apply_gradients above: one training step's update.
+Operation minimize(const std::vector<OptimizerVars>& parts, const Output& loss, const Output& global_step);
+
 // The same with one optimizer per group of variables (wide & deep: FTRL for the wide
 // part, Adagrad for the deep part); the global step moves once per round, after every
 // group's update.

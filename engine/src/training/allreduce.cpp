@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "actorflow/distributed.h"
 #include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 #include "dsl/dsl_build.h"
@@ -83,20 +84,14 @@ Operation allreduce_minimize(const std::vector<OptimizerVars>& parts, const Outp
     }
   }
   std::vector<optim::GradsAndVars> mine(parts.size());
-  size_t last = 0;  // the last part with a gradient moves the global step
   for (size_t p = 0; p < parts.size(); ++p)
     for (size_t i = 0; i < grads[p].size(); ++i) {
       if (!reduced[p][i]) continue;
       Gradient mean;
       mean.dense = *reduced[p][i];
       mine[p].emplace_back(mean, grads[p][i].second);
-      last = p;
     }
-  std::vector<Operation> updates;
-  for (size_t p = 0; p < parts.size(); ++p)
-    if (!mine[p].empty()) updates.push_back(parts[p].optimizer->apply_gradients(mine[p], p == last ? global_step : Output()));
-  if (updates.size() == 1) return updates[0];
-  return group(g, updates, "train");
+  return apply_gradients(parts, mine, global_step, "");
 }
 
 Operation broadcast_variables(Graph& g, const std::vector<Output>& vars) {

@@ -63,6 +63,31 @@ std::function<std::string(const Node&)> replica_device_setter(int num_ps_tasks, 
   };
 }
 
+Operation apply_gradients(const std::vector<OptimizerVars>& parts, const std::vector<optim::GradsAndVars>& grads,
+                          const Output& global_step, const std::string& name) {
+  if (parts.empty() || parts.size() != grads.size())
+    throw Error(invalid_argument(name + ": " + std::to_string(parts.size()) + " optimizers for " +
+                                 std::to_string(grads.size()) + " lists of gradients"));
+  if (parts.size() == 1) return parts[0].optimizer->apply_gradients(grads[0], global_step, name);
+  std::vector<Operation> updates;
+  for (size_t p = 0; p < parts.size(); ++p)
+    if (!grads[p].empty()) updates.push_back(parts[p].optimizer->apply_gradients(grads[p], Output(), name));
+  Graph& g = *updates.at(0).graph();
+  const std::string base = name.empty() ? "train" : name;
+  if (!global_step.valid()) return group(g, updates, base);
+  ControlDependencies after(g, updates);
+  return Operation(assign_add(global_step, scalar_like(g, global_step.dtype(), 1, base + "_step/one"), base + "_step"));
+}
+
+Operation minimize(const std::vector<OptimizerVars>& parts, const Output& loss, const Output& global_step) {
+  std::vector<optim::GradsAndVars> grads;
+  for (const OptimizerVars& p : parts) {
+    if (!p.optimizer) throw Error(invalid_argument("minimize: a part has no optimizer"));
+    grads.push_back(p.optimizer->compute_gradients(loss, p.var_list));
+  }
+  return apply_gradients(parts, grads, global_step, "");
+}
+
 SyncReplicasOps sync_replicas_minimize(optim::Optimizer& opt, const Output& loss, const Output& global_step,
                                        int worker_index, const SyncReplicasOptions& options,
                                        const std::vector<Output>& var_list) {
@@ -138,19 +163,7 @@ SyncReplicasOps sync_replicas_minimize(const std::vector<OptimizerVars>& parts, 
   }
   if (deposits.empty()) throw Error(invalid_argument("sync_replicas_minimize: no gradients for any variable"));
   scope.reset();
-  Output new_step;
-  if (parts.size() == 1) {
-    new_step = parts[0].optimizer->apply_gradients(averaged[0], global_step, "sync_replicas_apply").output(0);
-  } else {
-    // Several optimizers (a wide part's FTRL beside a deep part's Adagrad): the global
-    // step moves once, after every part's update, as TF's wide & deep estimators group them.
-    std::vector<Operation> applies;
-    for (size_t part = 0; part < parts.size(); ++part)
-      if (!averaged[part].empty())
-        applies.push_back(parts[part].optimizer->apply_gradients(averaged[part], Output(), "sync_replicas_apply"));
-    ControlDependencies after(g, applies);
-    new_step = assign_add(global_step, scalar_like(g, global_step.dtype(), 1, "sync_replicas_step/one"), "sync_replicas_step");
-  }
+  Output new_step = apply_gradients(parts, averaged, global_step, "sync_replicas_apply").output(0);
   scope.emplace(g, scope_name);  // ends in "/": re-entered as it stands
   const std::string& step_device = global_step.node().device;
   Operation advance;
