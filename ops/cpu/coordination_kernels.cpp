@@ -15,6 +15,7 @@
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
 #include "actorflow/log_time.h"
+#include "common/sparse_rows.h"
 #include "common/wait_list.h"
 
 namespace actorflow {
@@ -74,11 +75,11 @@ struct SparseSum {
     }
     const int64_t k = indices.dim(0);
     for (int64_t i = 0; i < k; ++i) {
-      const int64_t ix = indices.dtype() == DType::i64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+      const int64_t ix = index_at(indices, i);
       if (ix < 0) return "indices[" + std::to_string(i) + "] = " + std::to_string(ix) + " is negative";
     }
     for (int64_t i = 0; i < k; ++i) {
-      const int64_t ix = indices.dtype() == DType::i64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+      const int64_t ix = index_at(indices, i);
       auto [it, fresh] = slot_of.emplace(ix, rows.size());
       if (fresh) {
         rows.push_back(ix);
@@ -283,7 +284,6 @@ class TakeGradientKernel final : public AsyncOpKernel {
     st->timeout_ms = timeout_ms_;
     st->grace_ms = grace_ms_;
     st->who = name();
-    st->sparse = kSparse;
     std::lock_guard<std::mutex> lock(acc->waits->mu);
     st->epoch = ++acc->takes;
     acc->latest_take_round = st->round;
@@ -300,7 +300,6 @@ class TakeGradientKernel final : public AsyncOpKernel {
     DoneCallback done;
     int64_t round = 0, required = 1, timeout_ms = 0, grace_ms = 0;
     uint64_t epoch = 0;  // this take's number among the accumulator's takes
-    bool sparse = false;
     Clock::time_point started;
     std::string who;
   };
@@ -375,10 +374,10 @@ class TakeGradientKernel final : public AsyncOpKernel {
       }
       log_line(os.str());
     }
-    if (st.sparse != !acc.sparse.empty()) {
-      st.ctx->fail(invalid_argument(std::string("a ") + (st.sparse ? "sparse" : "dense") + " take from an accumulator of " +
-                                    (st.sparse ? "dense" : "sparse") + " gradients"));
-    } else if (st.sparse) {
+    if (kSparse != !acc.sparse.empty()) {
+      st.ctx->fail(invalid_argument(std::string("a ") + (kSparse ? "sparse" : "dense") + " take from an accumulator of " +
+                                    (kSparse ? "dense" : "sparse") + " gradients"));
+    } else if (kSparse) {
       auto [indices, values] = acc.sparse.mean(acc.count);
       st.ctx->set_output(0, indices);
       st.ctx->set_output(1, values);

@@ -1,8 +1,8 @@
-#include <unordered_map>
 #include <cstring>
 
 #include "actorflow/kernel.h"
 #include "common/broadcast.h"
+#include "common/sparse_rows.h"
 
 namespace actorflow {
 namespace {
@@ -100,38 +100,19 @@ class SparseSumDuplicatesKernel : public OpKernel {
       return;
     }
     const int64_t row = k == 0 ? 0 : values.num_elements() / k;
-    auto index = [&](int64_t i) -> int64_t {
-      return indices.dtype() == DType::i32 ? indices.data<int32_t>()[i] : indices.data<int64_t>()[i];
-    };
-    std::unordered_map<int64_t, int64_t> slot_of;
-    slot_of.reserve(static_cast<size_t>(k));
-    std::vector<int64_t> uniq, which(static_cast<size_t>(k));
-    for (int64_t i = 0; i < k; ++i) {
-      auto [it, fresh] = slot_of.emplace(index(i), static_cast<int64_t>(uniq.size()));
-      if (fresh) uniq.push_back(index(i));
-      which[static_cast<size_t>(i)] = it->second;
-    }
-    const int64_t u = static_cast<int64_t>(uniq.size());
-    ctx.set_output(0, Tensor::from_vector(uniq, Shape{u}));
-    if (u == k) {  // nothing repeats: the rows go on as they are
+    const RowGroups groups = group_rows(indices);
+    const int64_t u = static_cast<int64_t>(groups.unique.size());
+    ctx.set_output(0, Tensor::from_vector(groups.unique, Shape{u}));
+    if (!groups.repeats()) {  // nothing repeats: the rows go on as they are
       ctx.set_output(1, values);
       return;
     }
     std::vector<int64_t> dims = values.shape().dims();
     dims[0] = u;
     Tensor& out = ctx.allocate_output(1, values.dtype(), Shape(dims));
-    if (out.bytes()) std::memset(out.raw_data(), 0, out.bytes());
     visit_dtype(values.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (std::is_floating_point_v<T>) {
-        const T* src = values.data<T>();
-        T* dst = out.data<T>();
-        for (int64_t i = 0; i < k; ++i) {
-          T* d = dst + which[static_cast<size_t>(i)] * row;
-          const T* s = src + i * row;
-          for (int64_t j = 0; j < row; ++j) d[j] += s[j];
-        }
-      }
+      if constexpr (std::is_floating_point_v<T>) sum_rows(values.data<T>(), row, groups, out.data<T>());
     });
   }
 };

@@ -8,13 +8,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <Eigen/Core>
 
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
+#include "common/sparse_rows.h"
 
 namespace actorflow {
 namespace {
@@ -323,7 +323,7 @@ class ApplyKernel : public OpKernel {
     }
     const int64_t rows = var.dim(0);
     for (int64_t i = 0; i < indices.num_elements(); ++i) {
-      int64_t ix = indices.dtype() == DType::i64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+      const int64_t ix = index_at(indices, i);
       if (ix < 0 || ix >= rows) {
         ctx.fail(out_of_range("indices[" + std::to_string(i) + "] = " + std::to_string(ix) + " is not in [0, " +
                               std::to_string(rows) + ") for variable '" + names_[0] + "'"));
@@ -335,29 +335,15 @@ class ApplyKernel : public OpKernel {
 
   template <typename T, typename Shard>
   static void apply_rows(OpKernelContext& ctx, const Tensor& var, const Tensor& values, const Tensor& indices, Shard& shard) {
-    const int64_t k = indices.num_elements();
     const int64_t row = var.dim(0) == 0 ? 0 : var.num_elements() / var.dim(0);
-    auto index = [&](int64_t i) -> int64_t {
-      return indices.dtype() == DType::i64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
-    };
     // Unique rows in first-seen order, each with the sum of its values.
-    std::unordered_map<int64_t, int64_t> slot_of;
-    std::vector<int64_t> uniq;
-    std::vector<int64_t> which(static_cast<size_t>(k));
-    for (int64_t i = 0; i < k; ++i) {
-      auto [it, fresh] = slot_of.emplace(index(i), static_cast<int64_t>(uniq.size()));
-      if (fresh) uniq.push_back(index(i));
-      which[static_cast<size_t>(i)] = it->second;
-    }
-    const T* v = values.data<T>();
+    const RowGroups groups = group_rows(indices);
+    const std::vector<int64_t>& uniq = groups.unique;
     std::vector<T> summed;
-    const T* rows_src = v;
-    if (static_cast<int64_t>(uniq.size()) != k) {
-      summed.assign(static_cast<size_t>(uniq.size() * row), T(0));
-      for (int64_t i = 0; i < k; ++i) {
-        T* dst = summed.data() + which[static_cast<size_t>(i)] * row;
-        for (int64_t j = 0; j < row; ++j) dst[j] += v[i * row + j];
-      }
+    const T* rows_src = values.data<T>();
+    if (groups.repeats()) {
+      summed.resize(uniq.size() * static_cast<size_t>(row));
+      sum_rows(values.data<T>(), row, groups, summed.data());
       rows_src = summed.data();
     }
     ctx.device()->parallel_for(static_cast<int64_t>(uniq.size()), 20 * row + 1,
