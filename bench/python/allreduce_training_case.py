@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from dist_training_case import DATA_DIR, _cluster_rate, _fields, _run
+from dist_training_case import DATA_DIR, _cluster_rate, _fields, _run, sample_with_flag
 from tf_dist_training import free_ports
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,13 +85,8 @@ def _peer(python, framework, model, n, threads, log):
 
 
 def run(build, quick, fmt, stamp, loadavg, say, python, threads):
-    sample = os.path.join(build, "samples", "fashion_mnist")
-    if not os.access(sample, os.X_OK):
-        say("SKIP allreduce_training: %s is not built" % sample)
-        return []
-    helptext = subprocess.run([sample, "--help"], capture_output=True, text=True, timeout=30).stdout
-    if "--strategy" not in helptext:
-        say("SKIP allreduce_training: %s has no --strategy" % sample)
+    sample = sample_with_flag(build, "fashion_mnist", "--strategy", "allreduce_training", say)
+    if not sample:
         return []
     if not os.path.isdir(DATA_DIR):
         say("SKIP allreduce_training: no Fashion-MNIST at %s" % DATA_DIR)

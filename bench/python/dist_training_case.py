@@ -102,19 +102,28 @@ def _cluster_rate(out):
     return sum(rates), wire, "sum of %d workers' examples_per_second" % len(rates)
 
 
-def run(build, quick, fmt, stamp, loadavg, say, python, threads):
-    sample = os.path.join(build, "samples", "fashion_mnist")
-    cluster = os.path.join(ROOT, "scripts", "local_cluster")
+def sample_with_flag(build, name, flag, case, say):
+    """The path of build/samples/NAME when it is built and its --help lists FLAG; else None,
+    having said why the case CASE skips."""
+    sample = os.path.join(build, "samples", name)
     if not os.access(sample, os.X_OK):
-        say("SKIP dist_training: %s is not built" % sample)
-        return []
+        say("SKIP %s: %s is not built" % (case, sample))
+        return None
     try:
         helptext = subprocess.run([sample, "--help"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
-        say("SKIP dist_training: %s --help failed (%s)" % (sample, e))
-        return []
-    if "--ps_hosts" not in helptext:
-        say("SKIP dist_training: %s has no cluster flags yet (--help lists no --ps_hosts); no figure" % sample)
+        say("SKIP %s: %s --help failed (%s)" % (case, sample, e))
+        return None
+    if flag not in helptext:
+        say("SKIP %s: %s has no %s (its --help does not list it); no figure" % (case, sample, flag))
+        return None
+    return sample
+
+
+def run(build, quick, fmt, stamp, loadavg, say, python, threads):
+    sample = sample_with_flag(build, "fashion_mnist", "--ps_hosts", "dist_training", say)
+    cluster = os.path.join(ROOT, "scripts", "local_cluster")
+    if not sample:
         return []
     if not os.access(cluster, os.X_OK):
         say("SKIP dist_training: %s is missing" % cluster)

@@ -21,10 +21,9 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import tempfile
 
-from dist_training_case import HERE, ROOT, _run, _cluster_rate, _fields  # noqa: F401
+from dist_training_case import HERE, ROOT, _run, _cluster_rate, _fields, sample_with_flag
 
 CSV = "/usr/lib/python3/dist-packages/sklearn/datasets/data/breast_cancer.csv"
 HASH_BUCKET_SIZE = 1000000
@@ -43,14 +42,9 @@ def _chief_sockets(out):
 
 
 def run(build, quick, fmt, stamp, loadavg, say, python, threads):
-    sample = os.path.join(build, "samples", "wide_and_deep")
+    sample = sample_with_flag(build, "wide_and_deep", "--hash_bucket_size", "sparse_training", say)
     cluster = os.path.join(ROOT, "scripts", "local_cluster")
-    if not os.access(sample, os.X_OK):
-        say("SKIP sparse_training: %s is not built" % sample)
-        return []
-    helptext = subprocess.run([sample, "--help"], capture_output=True, text=True, timeout=30).stdout
-    if "--hash_bucket_size" not in helptext:
-        say("SKIP sparse_training: %s has no --hash_bucket_size" % sample)
+    if not sample:
         return []
     if not os.path.exists(CSV):
         say("SKIP sparse_training: no breast-cancer data at %s (apt-get install python3-sklearn)" % CSV)
