@@ -135,8 +135,7 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
   const auto tcp0 = afn::tcp_socket_bytes();
   const uint64_t reduced0 = group->bytes_sent();
   int64_t local_steps = 0, examples = 0, first_count = 0;
-  std::deque<double> recent;
-  double recent_sum = 0;
+  RecentLoss recent(steps_per_epoch);
   // The chief checkpoints every epoch (or --save_checkpoint_steps) and every
   // --save_checkpoint_secs: what a restart after a lost worker goes back to.
   const int64_t save_every = f.save_checkpoint_steps > 0 ? f.save_checkpoint_steps : steps_per_epoch;
@@ -170,19 +169,14 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
         r.first_loss += loss;
         ++first_count;
       }
-      recent.push_back(loss);
-      recent_sum += loss;
-      if (static_cast<int64_t>(recent.size()) > steps_per_epoch) {
-        recent_sum -= recent.front();
-        recent.pop_front();
-      }
+      recent.add(loss);
       steady.update(gstep - start_step, (gstep - start_step) * examples_per_step);
       if (!task.is_chief) continue;
       if (writer && local_steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       if (gstep >= next_report) {
         char at[32];
         std::snprintf(at, sizeof at, "%.2f", std::chrono::duration<double>(Clock::now() - started).count());
-        std::cout << "global step " << gstep << "/" << target << "  loss " << recent_sum / static_cast<double>(recent.size())
+        std::cout << "global step " << gstep << "/" << target << "  loss " << recent.mean()
                   << "  (" << at << " s)" << std::endl;
         next_report = gstep + std::max<int64_t>(1, target / 10);
       }
@@ -206,7 +200,7 @@ af::Result<TrainResult> train_allreduce(af::Graph& g, Model& m, const Split& dat
   r.steps = gstep;
   r.epochs = static_cast<int>(gstep / steps_per_epoch);
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
-  r.last_loss = recent.empty() ? 0 : recent_sum / static_cast<double>(recent.size());
+  r.last_loss = recent.mean();
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
   r.steady_examples_per_second = steady.per_second(gstep - start_step, (gstep - start_step) * examples_per_step);
   if (!task.is_chief) return r;

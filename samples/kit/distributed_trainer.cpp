@@ -25,28 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The mean loss over this task's latest steps (TrainResult::last_loss: the last epoch's),
-// for the progress lines too: a mean since the process started says little once a
-// restarted task has trained a while.
-class RecentLoss {
- public:
-  explicit RecentLoss(int64_t steps) : cap_(static_cast<size_t>(std::max<int64_t>(1, steps))) {}
-  void add(double loss) {
-    window_.push_back(loss);
-    sum_ += loss;
-    if (window_.size() > cap_) {
-      sum_ -= window_.front();
-      window_.pop_front();
-    }
-  }
-  double mean() const { return window_.empty() ? 0 : sum_ / static_cast<double>(window_.size()); }
-
- private:
-  size_t cap_;
-  std::deque<double> window_;
-  double sum_ = 0;
-};
-
 // Runs `attempt` until it succeeds, fails with an error that waiting cannot cure, or the
 // deadline passes; says once what it waits for.
 af::Status wait_for(const std::string& what, Clock::time_point deadline, const std::function<af::Status()>& attempt) {
