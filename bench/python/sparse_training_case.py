@@ -12,7 +12,7 @@ Ours runs as users run it: `scripts/local_cluster --ps 2 --workers 2 -- wide_and
 for --max_steps global steps (the chief checkpoints once at the end, as TF's script does
 not at all: --save_checkpoint_steps beyond the run); its examples/s is the chief's
 steady_examples_per_second (the cluster's, after each worker's first 50 steps) and its
-bytes per step the chief's socket_bytes_per_step (every byte on its daemon's connections).
+bytes per step the chief's socket_bytes_per_step (its sockets' TCP counters from the kernel).
 TF's: all workers' examples over the span of their timed steps after 50 warm-up steps, and
 the chief's TCP bytes (ss -ti: acknowledged + received) per timed step. Both are the TCP
 payload a worker step moves. The two alternate for 1 round (--quick) or 2; medians.

@@ -9,19 +9,12 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 
 namespace actorflow::net {
 namespace {
-
-// Every byte this process's connections wrote to or read from their sockets (frames,
-// heartbeats and handshakes), as the peers' TCP payload counts them.
-std::atomic<uint64_t> g_socket_sent{0}, g_socket_received{0};
-void note_sent(size_t n) { g_socket_sent.fetch_add(n, std::memory_order_relaxed); }
-void note_received(size_t n) { g_socket_received.fetch_add(n, std::memory_order_relaxed); }
 
 constexpr size_t kReadChunk = 256 * 1024;
 constexpr size_t kMaxWriteOffer = size_t{16} << 20;
@@ -34,9 +27,6 @@ int64_t now_ms() {
 
 }  // namespace
 
-SocketTraffic socket_traffic() {
-  return {g_socket_sent.load(std::memory_order_relaxed), g_socket_received.load(std::memory_order_relaxed)};
-}
 
 std::shared_ptr<Connection> Connection::create(asio::ip::tcp::socket socket, Handshake handshake,
                                                ConnectionOptions options, std::string label) {
@@ -172,7 +162,6 @@ Result<Connection::Wait> Connection::read_owned(std::chrono::steady_clock::time_
     ssize_t n = wait_first ? -1
                            : ::recv(fd, direct ? w.data : buffer_.data(), direct ? w.size : buffer_.size(), MSG_DONTWAIT);
     if (wait_first) errno = EAGAIN;
-    if (n > 0) note_received(static_cast<size_t>(n));
     if (n > 0 && direct) {
       last_rx_ = std::chrono::steady_clock::now();
       Status s = reader_.payload_received(static_cast<size_t>(n));
@@ -272,7 +261,6 @@ void Connection::read_more() {
     auto on_payload = [self = shared_from_this(), on_error, size = w.size](std::error_code ec, size_t n) {
       if (self->closed_) return;
       if (ec) return on_error(ec);
-      note_received(n);
       self->last_rx_ = std::chrono::steady_clock::now();
       self->drained_ = n < size;
       if (Status s = self->reader_.payload_received(n); !s.ok()) return self->do_close(s);
@@ -291,7 +279,6 @@ void Connection::read_more() {
   auto on_read = [self = shared_from_this(), on_error, want](std::error_code ec, size_t n) {
     if (self->closed_) return;
     if (ec) return on_error(ec);
-    note_received(n);
     self->last_rx_ = std::chrono::steady_clock::now();
     self->drained_ = self->handshake_.done() && n < want;
     if (!self->handshake_.done() && (self->preauth_bytes_ += n) > kMaxPreAuthFrameBytes)
@@ -317,7 +304,6 @@ void Connection::read_when_ready() {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->read_more();
     if (n < 0) return self->do_close(Status(Code::unavailable, std::string("connection lost: ") + std::strerror(errno)));
     if (n == 0) return self->do_close(Status(Code::unavailable, "the peer closed the connection"));
-    note_received(static_cast<size_t>(n));
     self->last_rx_ = std::chrono::steady_clock::now();
     self->drained_ = static_cast<size_t>(n) < kReadChunk;
     self->on_bytes(static_cast<size_t>(n));
@@ -423,7 +409,6 @@ Result<bool> Connection::write_front_now() {
       return Status(Code::unavailable, std::string("connection lost while writing: ") + std::strerror(errno));
     }
     front_written_ += static_cast<size_t>(n);
-    note_sent(static_cast<size_t>(n));
     if (static_cast<size_t>(n) < want) return false;
   }
 }
@@ -453,8 +438,7 @@ void Connection::write_next() {
     writes_.pop_front();
     front_written_ = 0;
   }
-  auto on_written = [self = shared_from_this()](std::error_code ec, size_t n) {
-    note_sent(n);
+  auto on_written = [self = shared_from_this()](std::error_code ec, size_t) {
     if (self->closed_) return;
     if (ec) return self->do_close(Status(Code::unavailable, "connection lost while writing: " + ec.message()));
     {

@@ -45,13 +45,6 @@
 
 namespace actorflow::net {
 
-// Bytes every connection of this process has written to and read from its socket.
-struct SocketTraffic {
-  uint64_t sent = 0;
-  uint64_t received = 0;
-};
-SocketTraffic socket_traffic();
-
 struct ConnectionOptions {
   // Frames after the handshake may be this large (--max_message_bytes).
   uint64_t max_message_bytes = kDefaultMaxMessageBytes;

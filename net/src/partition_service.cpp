@@ -3,7 +3,6 @@
 #include "partition_service.h"
 
 #include "actorflow/net/daemon.h"
-#include "connection.h"
 
 #include <atomic>
 #include <set>
@@ -288,9 +287,7 @@ Status PartitionService::deliver(const Message& m, const EdgeSource& from) {
 }
 
 EdgeTraffic edge_traffic() {
-  SocketTraffic socket = socket_traffic();
-  return {g_edge_bytes_sent.load(std::memory_order_relaxed), g_edge_bytes_received.load(std::memory_order_relaxed),
-          socket.sent, socket.received};
+  return {g_edge_bytes_sent.load(std::memory_order_relaxed), g_edge_bytes_received.load(std::memory_order_relaxed)};
 }
 
 }  // namespace actorflow::net

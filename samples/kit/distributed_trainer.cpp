@@ -3,6 +3,7 @@
 #include "step_util.h"
 
 #include "actorflow/log_time.h"
+#include "actorflow/net/tcp_bytes.h"
 #include "progress.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -113,14 +115,20 @@ Schedule schedule(const Flags& f, int64_t n_train, int64_t examples_per_step) {
   return s;
 }
 
-void note_traffic(TrainResult& r, const afn::EdgeTraffic& before, int64_t steps, const af::Graph& g) {
+// What the edges and the sockets of this process had moved at one moment.
+struct TrafficMark {
+  afn::EdgeTraffic edges = afn::edge_traffic();
+  std::map<uint64_t, afn::TcpSocketBytes> sockets = afn::tcp_socket_bytes();
+};
+
+void note_traffic(TrainResult& r, const TrafficMark& before, int64_t steps, const af::Graph& g) {
   afn::EdgeTraffic now = afn::edge_traffic();
   r.model_bytes = model_bytes(g);
   if (steps > 0) {
-    r.wire_bytes_per_step = static_cast<double>((now.sent - before.sent) + (now.received - before.received)) / static_cast<double>(steps);
-    r.socket_bytes_per_step =
-        static_cast<double>((now.socket_sent - before.socket_sent) + (now.socket_received - before.socket_received)) /
-        static_cast<double>(steps);
+    r.wire_bytes_per_step = static_cast<double>((now.sent - before.edges.sent) + (now.received - before.edges.received)) /
+                            static_cast<double>(steps);
+    const afn::TcpBytes tcp = afn::tcp_bytes_between(before.sockets, afn::tcp_socket_bytes());
+    r.socket_bytes_per_step = static_cast<double>(tcp.acked + tcp.received) / static_cast<double>(steps);
   }
 }
 
@@ -241,7 +249,7 @@ af::Result<TrainResult> train_distributed(af::Graph& g, Model& m, const Split& d
   af::Tensor val_x = data.x_test.slice_rows(0, std::min<int64_t>(1000, data.x_test.dim(0)));
   af::Tensor val_y = data.y_test.slice_rows(0, val_x.dim(0));
   auto started = Clock::now();
-  const afn::EdgeTraffic traffic0 = afn::edge_traffic();
+  const TrafficMark traffic0;
   int64_t local_steps = 0, examples = 0, first_count = 0;
   // This worker's share of an epoch's steps (in sync mode each step is all of theirs).
   RecentLoss recent(sync ? steps_per_epoch : steps_per_epoch / std::max(1, task.num_workers));
@@ -462,7 +470,7 @@ af::Result<TrainResult> train_in_graph(af::Graph& g, Model& m, const std::functi
   std::mt19937_64 rng(static_cast<uint64_t>(f.seed) * 1000003u);
   TrainResult r;
   auto started = Clock::now();
-  const afn::EdgeTraffic traffic0 = afn::edge_traffic();
+  const TrafficMark traffic0;
   int64_t first_count = 0, examples = 0;
   RecentLoss recent(steps_per_epoch);
   SteadyRate steady(kWarmupStepsPerWorker);  // every step runs every tower

@@ -49,8 +49,8 @@ struct TrainResult {
   // step, and the trainable variables' bytes (a worker step moves about twice the model).
   double wire_bytes_per_step = 0;
   int64_t model_bytes = 0;
-  // Distributed (ps): every byte this task's daemon connections wrote and read per step,
-  // frames and heartbeats included (what a peer's TCP counters see).
+  // Distributed (ps): the TCP bytes this task's sockets sent (acknowledged) and received
+  // per step, frames and heartbeats included (the kernel's counters, as ss -ti reads them).
   double socket_bytes_per_step = 0;
   // --strategy allreduce: the bytes Gloo's all-reduce sent per step (2 (n - 1) / n of the
   // model on a ring); wire_bytes_per_step is then what this task's sockets sent.

@@ -102,10 +102,6 @@ void set_client_heartbeat(int heartbeat_ms, int peer_timeout_ms);
 struct EdgeTraffic {
   uint64_t sent = 0;
   uint64_t received = 0;
-  // Every byte on this process's daemon connections, frames and heartbeats included: the
-  // TCP payload, as a peer's socket counters (ss -ti) would count it.
-  uint64_t socket_sent = 0;
-  uint64_t socket_received = 0;
 };
 EdgeTraffic edge_traffic();
 
