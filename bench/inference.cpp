@@ -1,9 +1,9 @@
 // Inference latency of the exported Fashion-MNIST MLP (784-256-128-10, built by the
 // sample's kit::fashion_mnist_model): one forward (logits, then argmax) for 1 example and
 // for a batch of 256, in microseconds. Ours goes the way a served model does: the model is
-// trained a few steps, exported by kit::export_model (the graph pruned to x -> prediction
+// trained a few steps, exported by af::export_model (the graph pruned to x -> prediction
 // in model.afg, the weights in weights.safetensors), then loaded back by
-// kit::ServedModel, which restores the variables and runs the prediction on fed rows.
+// af::ServedModel, which restores the variables and runs the prediction on fed rows.
 // libtorch runs the same three Linear layers with the same weights (checked: the same
 // predictions) under NoGradGuard, then argmax.
 #include <actorflow/actorflow.h>
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "harness/bench.h"
-#include "models.h"
-#include "serving.h"
+#include "kit/datasets.h"
+#include "kit/models.h"
 #ifdef AF_HAVE_TORCH
 #include "peers/torch_peers.h"
 #endif
@@ -31,7 +31,7 @@ namespace {
 const char* kDir = kit::kFashionMnistDir;
 const std::vector<std::string> kLayers = {"dense1", "dense2", "logits"};
 
-// The export directory, written once per process by kit::export_model: the sample's MLP
+// The export directory, written once per process by af::export_model: the sample's MLP
 // trained 100 SGD steps (so the predictions mean something).
 struct Export {
   std::string dir;
@@ -70,7 +70,7 @@ std::shared_ptr<Export> exported() {
     }
     out->reference = bench::must(sess.run({m.prediction}, {{m.x, out->test_x.slice_rows(0, 256)}}), "reference predictions")[0];
     out->dir = (fs::temp_directory_path() / ("af-bench-inference-" + std::to_string(::getpid()))).string();
-    bench::check(kit::export_model(sess, g, m, out->dir).ok(), "export");
+    bench::check(af::export_model(sess, g, m.x, m.prediction, out->dir).ok(), "export");
     return out;
   }();
   return e;
@@ -88,9 +88,9 @@ bench::Prepared latency(const bench::Params& p) {
   auto e = exported();
   af::SessionOptions o;
   o.intra_op_threads = bench::threads();
-  auto loaded = kit::ServedModel::load(e->dir, o);
+  auto loaded = af::ServedModel::load(e->dir, o);
   bench::must(loaded, "load the export");
-  auto s = std::make_shared<kit::ServedModel>(std::move(*loaded));
+  auto s = std::make_shared<af::ServedModel>(std::move(*loaded));
   af::Tensor x = e->test_x.slice_rows(0, batch);
   // The restored model must predict what the trained one did.
   auto expected = classes(e->reference, batch);
@@ -98,7 +98,7 @@ bench::Prepared latency(const bench::Params& p) {
   bench::check(classes(first, batch) == expected, "restored model predicts as the trained one");
   bench::Prepared prep;
   prep.sides.push_back({"ours",
-                        "ActorFlow local session on the graph loaded from the export (kit::ServedModel), "
+                        "ActorFlow local session on the graph loaded from the export (af::ServedModel), "
                         "intra_op_threads=" + std::to_string(bench::threads()) + ", fetches the argmax",
                         [s, x, batch, reps, expected] {
                           af::Result<af::Tensor> out = af::Tensor{};

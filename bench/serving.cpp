@@ -3,12 +3,12 @@
 //
 //   build/bench/serving --export DIR
 //     trains the Fashion-MNIST MLP (784-256-128-10, kit::fashion_mnist_model) 100 SGD
-//     steps, exports it with kit::export_model as DIR/1 (what `--mode export` writes and
+//     steps, exports it with af::export_model as DIR/1 (what `--mode export` writes and
 //     actorflow-serve loads), and writes DIR/body.json (one test row as TensorFlow
 //     Serving's `{"instances": [[784 floats]]}`) and DIR/expected.json (its class);
 //   build/bench/serving --in-process DIR/1 --seconds S --callers C[,C...] --rows R
 //                       [--polling standalone|shared]
-//     the limit: the same export loaded by kit::ServedModel with the server's session
+//     the limit: the same export loaded by af::ServedModel with the server's session
 //     options (the defaults), C threads each calling predict on R rows back to back for
 //     S seconds; prints one JSON line per C with calls/s and per-call p50/p99. --polling
 //     sets how idle actor-scheduler threads wait (runtime/scheduler_polling.h): polling
@@ -51,8 +51,8 @@
 #endif
 
 #include "harness/bench.h"
-#include "models.h"
-#include "serving.h"
+#include "kit/datasets.h"
+#include "kit/models.h"
 
 namespace af = actorflow;
 namespace fs = std::filesystem;
@@ -87,7 +87,7 @@ int export_model(const std::string& dir) {
   auto pred = sess.run({m.prediction}, {{m.x, row}});
   if (!pred.ok()) return 1;
   fs::create_directories(dir);
-  if (auto s = kit::export_model(sess, g, m, dir + "/1"); !s.ok()) {
+  if (auto s = af::export_model(sess, g, m.x, m.prediction, dir + "/1"); !s.ok()) {
     std::fprintf(stderr, "serving: export: %s\n", s.to_string().c_str());
     return 1;
   }
@@ -108,12 +108,12 @@ int export_model(const std::string& dir) {
 }
 
 int in_process(const std::string& dir, double seconds, const std::vector<int>& caller_counts, int64_t rows) {
-  auto loaded = kit::ServedModel::load(dir);  // the server's session options: the defaults
+  auto loaded = af::ServedModel::load(dir);  // the server's session options: the defaults
   if (!loaded.ok()) {
     std::fprintf(stderr, "serving: load %s: %s\n", dir.c_str(), loaded.status().to_string().c_str());
     return 1;
   }
-  kit::ServedModel model = std::move(*loaded);
+  af::ServedModel model = std::move(*loaded);
   auto data = kit::load_fashion_mnist(kit::kFashionMnistDir);
   if (!data.ok()) return 1;
   af::Tensor x = data->x_test.slice_rows(0, rows);

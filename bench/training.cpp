@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "harness/bench.h"
-#include "models.h"
+#include "kit/models.h"
 #ifdef AF_HAVE_TORCH
 #include "peers/torch_peers.h"
 #endif

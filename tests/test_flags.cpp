@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "flags.h"
-#include "models.h"
-#include "trainer.h"
+#include "kit/flags.h"
+#include "kit/models.h"
+#include "kit/trainer.h"
 
 namespace af = actorflow;
 namespace fs = std::filesystem;

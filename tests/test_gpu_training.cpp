@@ -18,13 +18,13 @@
 #include "actorflow/kernel.h"
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/resource_mgr.h"
-#include "datasets.h"
-#include "flags.h"
+#include "kit/datasets.h"
+#include "kit/flags.h"
 #include "gpu_kernel_harness.h"
 #include "interop/skip.h"
-#include "models.h"
+#include "kit/models.h"
 #include "test_util.h"
-#include "trainer.h"
+#include "kit/trainer.h"
 
 namespace af = actorflow;
 namespace fs = std::filesystem;

@@ -13,10 +13,10 @@
 #include <set>
 
 #include "../actors/src/gpu_plan.h"
-#include "device.h"
-#include "flags.h"
-#include "models.h"
-#include "trainer.h"
+#include "kit/device.h"
+#include "kit/flags.h"
+#include "kit/models.h"
+#include "kit/trainer.h"
 #include "interop/skip.h"
 #include "test_util.h"
 

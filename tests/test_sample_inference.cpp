@@ -17,7 +17,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "datasets.h"
+#include "kit/datasets.h"
 #include "interop/skip.h"
 
 namespace af = actorflow;

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "interop/skip.h"
-#include "trainer.h"
+#include "kit/trainer.h"
 
 namespace af = actorflow;
 namespace fs = std::filesystem;
@@ -155,8 +155,10 @@ TEST_CASE("needs python3-sklearn: export -> inference gives the trained session'
   REQUIRE(saver.restore(sess, f.checkpoint_path).ok());
   auto want = sess.run({m.prediction}, {{m.x, data->x_test}});
   REQUIRE(want.ok());
-  REQUIRE(kit::export_model(sess, g, m, (dir / "export").string()).ok());
-  auto got = kit::predict_with_export((dir / "export").string(), data->x_test);
+  REQUIRE(af::export_model(sess, g, m.x, m.prediction, (dir / "export").string()).ok());
+  auto served = af::ServedModel::load((dir / "export").string());
+  REQUIRE_MESSAGE(served.ok(), served.status().to_string());
+  auto got = served->predict(data->x_test);
   REQUIRE_MESSAGE(got.ok(), got.status().to_string());
   CHECK(got->shape() == (*want)[0].shape());
   CHECK(got->equals((*want)[0]));

@@ -33,7 +33,7 @@
 #include "child_process.h"
 #include "interop/skip.h"
 #include "loopback_socket.h"
-#include "trainer.h"
+#include "kit/trainer.h"
 
 extern char** environ;
 

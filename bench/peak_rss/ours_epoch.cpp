@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
-#include "datasets.h"
-#include "models.h"
+#include "kit/datasets.h"
+#include "kit/models.h"
 
 namespace af = actorflow;
 namespace ad = actorflow::data;

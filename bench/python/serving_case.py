@@ -1,7 +1,7 @@
 """The `serving` case of bench/python/driver.py.
 
 actorflow-serve (build/tools/actorflow-serve) serves the exported Fashion-MNIST MLP
-(784-256-128-10, exported by `build/bench/serving --export`, i.e. kit::export_model) on
+(784-256-128-10, exported by `build/bench/serving --export`, i.e. af::export_model) on
 127.0.0.1, port 0 (it prints `LISTENING host:port`). wrk (Debian's /usr/bin/wrk) posts
 one-row predictions (`{"instances": [[784 floats]]}`) over 64 connections for 20 s, once
 with batching on and once off:
@@ -12,7 +12,7 @@ with batching on and once off:
   the interval less the answer time a 3 s probe measured, so that the rate reached is
   half): p50 and p99 latency.
 
-The peer is the limit: the same export loaded in-process by kit::ServedModel with the
+The peer is the limit: the same export loaded in-process by af::ServedModel with the
 server's session options, one-row predicts called back to back (`build/bench/serving
 --in-process`: best of 1, 2 and 4 calling threads, each with idle scheduler threads
 polling and waiting, for throughput; the faster one caller for the latency floor). The limit is measured before, between and after the two server runs, and
@@ -320,7 +320,7 @@ def run(build, quick, fmt, stamp, loadavg, say):
         shutil.rmtree(work, ignore_errors=True)
 
     results = []
-    peer_threads = "kit::ServedModel in-process, the server's session options, 1-row predicts back to back"
+    peer_threads = "af::ServedModel in-process, the server's session options, 1-row predicts back to back"
 
     def add(case, ours, peer, unit, higher, work_text, ours_samples, peer_samples, peer_name, ours_threads):
         ratio = ours / peer

@@ -5,10 +5,10 @@
 
 #include <iostream>
 
-#include "cluster.h"
-#include "device.h"
-#include "models.h"
-#include "trainer.h"
+#include "kit/cluster.h"
+#include "kit/device.h"
+#include "kit/models.h"
+#include "kit/trainer.h"
 
 namespace af = actorflow;
 namespace L = actorflow::layers;

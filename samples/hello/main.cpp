@@ -3,7 +3,7 @@
 
 #include <iostream>
 
-#include "flags.h"
+#include "kit/flags.h"
 
 namespace af = actorflow;
 

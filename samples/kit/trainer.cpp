@@ -244,7 +244,8 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
     }
     af::SessionOptions opts;
     opts.intra_op_threads = f.threads;
-    auto pred = predict_with_export(export_dir, *x, opts);
+    auto served = af::ServedModel::load(export_dir, opts);
+    auto pred = served.ok() ? served->predict(*x) : af::Result<af::Tensor>(served.status());
     if (!pred.ok()) {
       std::cerr << pred.status().to_string() << "\n";
       return 1;
@@ -262,7 +263,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
     auto sess = af::Session::create(g);
     af::Status s = sess.status();
     if (s.ok()) s = saver.restore(*sess, f.checkpoint_path);
-    if (s.ok()) s = export_model(*sess, g, m, export_dir);
+    if (s.ok()) s = af::export_model(*sess, g, m.x, m.prediction, export_dir);
     if (!s.ok()) {
       std::cerr << s.to_string() << "\n";
       return 1;

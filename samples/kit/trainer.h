@@ -12,7 +12,7 @@
 
 #include "datasets.h"
 #include "flags.h"
-#include "serving.h"
+#include "inference_inputs.h"
 
 namespace kit {
 

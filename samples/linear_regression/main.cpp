@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "flags.h"
+#include "kit/flags.h"
 #include "linear_regression.h"
 
 int main(int argc, char** argv) {

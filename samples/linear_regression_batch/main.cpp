@@ -13,7 +13,7 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/summary.h>
 
-#include "flags.h"
+#include "kit/flags.h"
 
 namespace af = actorflow;
 

@@ -111,7 +111,7 @@ bool ModelManager::load(int64_t version, const std::string& fingerprint) {
     failed_[version] = fingerprint;
     return false;
   };
-  auto loaded = kit::ServedModel::load(dir, options_.session);
+  auto loaded = actorflow::ServedModel::load(dir, options_.session);
   if (!loaded.ok()) return fail(loaded.status());
   auto* m = new LoadedModel;
   m->model_name = options_.model_name;

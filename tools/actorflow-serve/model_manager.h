@@ -18,18 +18,16 @@
 
 #include <actorflow/actorflow.h>
 
-#include "serving.h"
-
 namespace serve {
 
-// One loaded version: the kit's exported-model loader (kit::ServedModel, shared with
-// `--mode inference`) plus what the APIs tell clients about its signature.
+// One loaded version: the library's exported-model loader (actorflow::ServedModel, shared
+// with the samples' `--mode inference`) plus what the APIs tell clients about its signature.
 struct LoadedModel {
   std::string model_name;
   int64_t version = 0;
   std::string dir;  // <base_path>/<version>
   // mutable: predict is a session run, which may be called from many threads at once.
-  mutable kit::ServedModel model;
+  mutable actorflow::ServedModel model;
   std::string input_name, output_name;
   actorflow::DType input_dtype = actorflow::DType::f32, output_dtype = actorflow::DType::f32;
   actorflow::Shape input_shape, output_shape;

@@ -20,6 +20,7 @@
 #include "actorflow/net/daemon.h"
 #include "actorflow/ops/cuda_info.h"
 #include "actorflow/partitioned_variables.h"
+#include "actorflow/saved_model.h"
 #include "actorflow/saver.h"
 #include "actorflow/session.h"
 #include "actorflow/summary.h"
