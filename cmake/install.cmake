@@ -26,7 +26,7 @@ set_target_properties(actorflow PROPERTIES
 # installed). tests/readme/install_test.sh checks that none is installed and that every
 # installed header compiles on its own.
 set(AF_INTERNAL_HEADERS protobuf_wire.h crc32c.h log_time.h tensor_codec_capnp.h
-    caller_step.h actor_count.h partition_executor.h remote_edges.h step_plan.h)
+    actor_count.h partition_executor.h remote_edges.h step_plan.h)
 set(AF_INTERNAL_EXCLUDES)
 foreach(h ${AF_INTERNAL_HEADERS})
   list(APPEND AF_INTERNAL_EXCLUDES PATTERN ${h} EXCLUDE)

@@ -30,14 +30,14 @@ struct Welcome {
 
 struct RegisterGraph {
   requestId @0 :UInt64;
-  graphDef @1 :Data;         # Graph::serialize() bytes
-  # Not 0: the client's graph grew; graphDef is the whole graph again, whose first nodes
-  # are those already registered under this handle. The daemon adds the new nodes to
-  # that graph, so its session (and its variables) carry on.
-  extendsHandle @2 :UInt64;
-  # Set for one partition of a graph cut over several daemons (graph_partition.h): where
-  # it runs ("/job:worker/task:1/cpu:0"), the client's session id that keys its edges, the
-  # daemon address of every location of that session, and the credits per edge.
+  graphDef @1 :Data;         # Graph::serialize() bytes of one partition
+  # Unused since protocol 5: before it a graph without a location ran whole, and this
+  # named the graph it extended. Now every graph registered is a partition.
+  obsoleteExtendsHandle @2 :UInt64;
+  # One partition of a graph cut over the daemons of a session (graph_partition.h; a
+  # session on one daemon is one partition): where it runs ("/job:worker/task:1/cpu:0";
+  # required), the client's session id that keys its edges, the daemon address of every
+  # location of that session, and the credits per edge.
   location @3 :Text;
   session @4 :UInt64;
   peers @5 :List(PeerAddress);

@@ -119,7 +119,11 @@ TEST_CASE("a client that falls silent is dropped after --idle_timeout_ms and its
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {-1}, "x");
   (void)(x * 2.0);
-  REQUIRE(s.write_all(an::encode_message(an::RegisterGraphMsg{1, g.serialize(), 0}).bytes()));
+  an::RegisterGraphMsg reg{1, g.serialize()};
+  reg.location = "/job:worker/task:0/cpu:0";
+  reg.session = 1;
+  reg.peers = {{reg.location, "127.0.0.1:" + std::to_string(d.port())}};
+  REQUIRE(s.write_all(an::encode_message(reg).bytes()));
   an::FrameReader reader(1 << 20);
   af::Result<an::Message> reply = af::internal_error("none");
   for (int i = 0; i < 5; ++i) {  // heartbeats may come first
@@ -159,4 +163,40 @@ TEST_CASE("a client that falls silent is dropped after --idle_timeout_ms and its
   INFO("the step took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
   auto again = sess->run({y}, {{m, af::Tensor::filled(af::f32, {512, 512}, 0.5)}});
   CHECK(again.ok());
+}
+
+TEST_CASE("a RegisterGraph without a location is refused, naming what is missing; the connection serves on") {
+  REQUIRE(aftnet::daemon_built());
+  aftnet::DaemonProcess d(kToken, 0, {});
+  REQUIRE_MESSAGE(d.started(), d.log());
+  Socket s(d.port());
+  REQUIRE(authenticate(s, kToken));
+  af::Graph g;
+  (void)(af::placeholder(g, af::f32, {-1}, "x") * 2.0);
+  an::FrameReader reader(1 << 20);
+  auto registered = [&](const an::RegisterGraphMsg& m) -> af::Result<an::RegisteredMsg> {
+    if (!s.write_all(an::encode_message(m).bytes())) return af::internal_error("write failed");
+    for (int i = 0; i < 5; ++i) {  // heartbeats may come first
+      auto reply = s.read_message(reader);
+      if (!reply.ok()) return reply.status();
+      if (auto* r = std::get_if<an::RegisteredMsg>(&*reply)) return *r;
+    }
+    return af::internal_error("no Registered reply");
+  };
+  // A whole graph, as clients before protocol 5 registered one.
+  auto bare = registered(an::RegisterGraphMsg{1, g.serialize()});
+  REQUIRE_MESSAGE(bare.ok(), bare.status().to_string());
+  CHECK(bare->request_id == 1);
+  CHECK(bare->handle == 0);
+  CHECK(bare->status.code() == af::Code::invalid_argument);
+  CHECK_MESSAGE(bare->status.message().find("location") != std::string::npos, bare->status.to_string());
+  // The same graph as a partition, on the same connection: registered.
+  an::RegisterGraphMsg part{2, g.serialize()};
+  part.location = "/job:worker/task:0/cpu:0";
+  part.session = 1;
+  part.peers = {{part.location, "127.0.0.1:" + std::to_string(d.port())}};
+  auto ok = registered(part);
+  REQUIRE_MESSAGE(ok.ok(), ok.status().to_string());
+  CHECK_MESSAGE(ok->status.ok(), ok->status.to_string());
+  CHECK(ok->handle != 0);
 }

@@ -23,6 +23,10 @@
 namespace af = actorflow;
 namespace an = actorflow::net;
 
+// These cases test the wire: sessions on this process's daemon dial it, as another
+// process's would, instead of calling it directly (and so pass its handshake).
+static const bool dial_own_daemon = [] { return setenv("AF_DIAL_OWN_DAEMON", "1", 1) == 0; }();
+
 namespace {
 
 struct Pair {

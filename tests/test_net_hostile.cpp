@@ -173,7 +173,7 @@ TEST_CASE("fuzz: 3,000 genuine frames with hostile list counts and pointers cost
   an::RunStepMsg run{1, 2, {{"x:0", tensor({1, 2, 3})}, {"z:0", tensor({4})}}, {"y:0", "w:0"}, {"t"}, 100};
   af::Graph g;
   (void)(af::placeholder(g, af::f32, {-1}, "x") * 3.0);
-  an::RegisterGraphMsg reg{3, g.serialize(), 0};
+  an::RegisterGraphMsg reg{3, g.serialize()};
   reg.location = "/job:worker/task:0/cpu:0";
   reg.session = 9;
   reg.peers = {{"/job:worker/task:0/cpu:0", "127.0.0.1:1"}, {"/job:ps/task:0/cpu:0", "127.0.0.1:2"}};
@@ -332,7 +332,7 @@ TEST_CASE("an Edge frame reaches a partition only from a connection that has a p
   // This daemon's address sorts above its peer's, so registering dials nothing.
   an::PeerTable peers("127.0.0.1:9", kToken, [](const std::string&, an::Message&&) {});
   an::PartitionService service("the test's daemon", peers);
-  an::RegisterGraphMsg m{1, parts->graphs.at(here)->serialize(), 0};
+  an::RegisterGraphMsg m{1, parts->graphs.at(here)->serialize()};
   m.location = here;
   m.session = 42;
   m.peers = {{here, "127.0.0.1:9"}, {there, "127.0.0.1:1"}};

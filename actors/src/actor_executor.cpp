@@ -9,7 +9,6 @@
 #include "actorflow/ops/gpu.h"
 
 #include "actor_count_internal.h"
-#include "actorflow/runtime/caller_step.h"
 #include "actorflow/runtime/run_path.h"
 #include "cheap_ops.h"
 #include "graph_passes.h"
@@ -208,7 +207,6 @@ class ActorExecutor final : public Executor {
 
   std::shared_ptr<StepState> start(const std::vector<Tensor>& feeds, int64_t global_step, bool has_deadline) override {
     auto state = std::make_shared<StepState>(global_step, num_results_, pending_ + 1);
-    note_caller_step(caller_runs_);
     if (caller_runs_ || (serial_ && !has_deadline)) {
       run_here(feeds, *state);
       return state;

@@ -72,6 +72,7 @@ class PartitionExecutorImpl final : public PartitionExecutor {
  private:
   struct Started final : StartedStep {
     Started(int64_t id) : StartedStep(id) {}
+    bool ended() const override { return !ex || state->done(); }
     std::shared_ptr<Executor> ex;
     std::shared_ptr<StepState> state;
     int64_t timeout_ms = 0;

@@ -1,5 +1,6 @@
-// The client of a graph cut over several daemons: Session::create(g, target) with a
-// target that lists one daemon per task,
+// The client of a graph on node daemons: Session::create(g, target) with a target that
+// names one daemon, or one daemon per task,
+//   "af://h0:2222"                                     (one daemon: the whole graph there)
 //   "af://h0:2222,af://h1:2222"                        (tasks /job:worker/task:0, 1, ...)
 //   "/job:ps/task:0=af://h0:2222,/job:worker/task:0=af://h1:2222"
 // Nodes run on the daemon of the task their device names; nodes without a device on the
@@ -11,8 +12,6 @@
 
 namespace actorflow::net {
 
-// True when `target` names a cluster rather than one daemon.
-bool is_cluster_target(const std::string& target);
 Result<std::unique_ptr<SessionImpl>> make_cluster_session(Graph& g, const SessionOptions& opts);
 
 }  // namespace actorflow::net

@@ -282,13 +282,6 @@ bool DaemonClient::alive() const {
   return ready_ && !closed_.has_value();
 }
 
-Result<uint64_t> DaemonClient::register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends) {
-  RegisterGraphMsg m;
-  m.graph_def = std::move(graph_def);
-  m.extends_handle = extends;
-  return register_message(std::move(m), deadline);
-}
-
 Status DaemonClient::post(Message m) { return conn_->send_checked(m); }
 
 Status DaemonClient::request_shutdown(const std::string& reason, Clock::time_point deadline) {

@@ -56,9 +56,7 @@ class DaemonClient {
   // out, and that may be the io thread itself, which cannot join itself.
   void stop();
 
-  // extends: 0 for a new graph, else the handle whose graph grew (see net.capnp).
-  Result<uint64_t> register_graph(std::string graph_def, Clock::time_point deadline, uint64_t extends = 0);
-  // A RegisterGraph as given (a partition's); its request id is set here.
+  // A RegisterGraph (a partition) as given; its request id is set here.
   Result<uint64_t> register_message(RegisterGraphMsg m, Clock::time_point deadline);
   // Queues a message that expects no answer (an Edge or Credit between daemons); fails,
   // sending nothing, when it is over the largest frame the daemon accepts.

@@ -21,7 +21,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "actorflow/runtime/caller_step.h"
 #include "connection.h"
 #include "connection_client.h"
 #include "local_daemons.h"
@@ -31,7 +30,7 @@
 #include "spin_wait.h"
 #include "store_service.h"
 #include "token.h"
-#include "worker_service.h"
+#include "worker_pool.h"
 
 namespace actorflow::net {
 namespace {
@@ -79,7 +78,6 @@ struct NodeDaemon::Impl {
   // waiters, a ps serving more workers than it had threads queued the chief's answer (and
   // new registrations) behind workers' steps that waited for the chief's next step.
   std::unique_ptr<WorkerPool> waiters;
-  std::unique_ptr<WorkerService> service;
   // Graphs cut over several daemons: the connections to the other daemons, and the
   // partitions registered here.
   std::unique_ptr<PeerTable> peers;
@@ -197,7 +195,7 @@ void NodeDaemon::Impl::on_accepted(asio::ip::tcp::socket socket) {
         partitions->abort_owner(id);
         // Freeing sessions stops actors: not on the io thread.
         pool->post([this, id, label] {
-          size_t n = service->close_owner(id) + partitions->close_owner(id);
+          size_t n = partitions->close_owner(id);
           if (n > 0) log("freed " + std::to_string(n) + " graph(s) of the connection from " + label);
         });
       }});
@@ -219,7 +217,15 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
     partitions->abort_step(a->handle, a->step_id, a->status, id);
     return;
   }
-  if (auto* r = std::get_if<RegisterGraphMsg>(&m); r && !r->location.empty()) {
+  if (auto* r = std::get_if<RegisterGraphMsg>(&m)) {
+    if (r->location.empty()) {
+      // A whole graph with no location is what clients before protocol 5 sent; the
+      // handshake turns those away, so this is a malformed frame.
+      c->send(RegisteredMsg{r->request_id, 0,
+                            invalid_argument("RegisterGraph names no location: a daemon runs partitions only, "
+                                             "each registered for its location")});
+      return;
+    }
     pool->post([this, id, c, r = std::move(*r)] {
       RegisteredMsg reply{r.request_id, 0, Status::OK()};
       auto h = partitions->register_partition(r, id, std::chrono::steady_clock::now() + std::chrono::seconds(10));
@@ -229,33 +235,10 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
           (h.ok() ? " registered as " + std::to_string(*h) : ": " + h.status().to_string()));
       c->send(std::move(reply));
     });
-  } else if (auto* r = std::get_if<RegisterGraphMsg>(&m)) {
-    pool->post([this, id, c, r = std::move(*r)] {
-      RegisteredMsg reply{r.request_id, 0, Status::OK()};
-      if (r.extends_handle != 0) {
-        reply.handle = r.extends_handle;
-        reply.status = service->extend_graph(r.extends_handle, r.graph_def, id);
-        log("extended graph " + std::to_string(r.extends_handle) + " for " + c->label() +
-            (reply.status.ok() ? std::string() : ": " + reply.status.to_string()));
-        c->send(std::move(reply));
-        return;
-      }
-      auto h = service->register_graph(r.graph_def, id);
-      if (h.ok()) {
-        reply.handle = *h;
-        log("registered graph " + std::to_string(*h) + " (" + std::to_string(r.graph_def.size()) + " bytes) for " +
-            c->label());
-      } else {
-        reply.status = h.status();
-        log("registration for " + c->label() + " failed: " + h.status().to_string());
-      }
-      c->send(std::move(reply));
-    });
-  } else if (auto* s = std::get_if<RunStepMsg>(&m); s && PartitionService::is_partition(s->handle)) {
+  } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
     // Started here, in the order this connection delivered the steps; waited for on a
     // worker thread, which sleeps rather than polls (the executor's wait for partitions):
     // a polling waiter per step took the cores the steps need.
-    (void)runtime::take_caller_step();
     auto started = partitions->start_step(*s, id);
     auto finish = [this, c, started, step = s->step_id] {
       StepDoneMsg done = partitions->finish_step(*started);
@@ -265,39 +248,19 @@ void NodeDaemon::Impl::on_message(uint64_t id, const std::shared_ptr<Connection>
         c->send(StepDoneMsg{step, sent.with_context("the fetched tensors of step " + std::to_string(step)), {}});
     };
     // A partition of cheap kernels only, with no edge to wait for, has already run to its
-    // end above, on this thread: answer from here, without a hop to a worker.
-    if (runtime::take_caller_step()) {
+    // end above, on this thread: answer from here, without a hop to a worker, and poll
+    // for the client's next step, which likely comes within microseconds.
+    if (PartitionService::ended(*started)) {
       answered_inline = true;
       finish();
     } else {
       waiters->post(std::move(finish));
     }
-  } else if (auto* s = std::get_if<RunStepMsg>(&m)) {
-    auto answer = [this, id, c](const RunStepMsg& s, StepDoneMsg done) {
-      ++steps_run;
-      if (!done.status.ok())
-        log("step " + std::to_string(s.step_id) + " of graph " + std::to_string(s.handle) + " for " + c->label() +
-            " failed: " + done.status.to_string());
-      if (Status sent = c->send_checked(done); !sent.ok()) {
-        log("step " + std::to_string(s.step_id) + " for " + c->label() + " failed: " + sent.to_string());
-        c->send(StepDoneMsg{s.step_id, sent.with_context("the fetched tensors of step " + std::to_string(s.step_id)), {}});
-      }
-    };
-    // A kind of step that ran on its caller's thread last time (cheap kernels only, no
-    // wait on another thread) runs here on the io thread: no hop to a worker and back.
-    if (auto done = service->try_run_inline(*s, id)) {
-      answered_inline = true;
-      return answer(*s, std::move(*done));
-    }
-    pool->post([this, id, answer, s = std::move(*s)] { answer(s, service->run_step(s, id)); });
   } else if (auto* cg = std::get_if<CloseGraphMsg>(&m)) {
     uint64_t handle = cg->handle;
     // As when a connection closes: its steps end from here, the freeing waits for a worker.
-    if (PartitionService::is_partition(handle)) partitions->abort_graph(handle, id, PartitionService::closed_by_client());
-    pool->post([this, id, handle] {
-      if (PartitionService::is_partition(handle)) partitions->close_graph(handle, id);
-      else service->close_graph(handle, id);
-    });
+    partitions->abort_graph(handle, id, PartitionService::closed_by_client());
+    pool->post([this, id, handle] { partitions->close_graph(handle, id); });
   } else {
     c->close(data_loss(std::string("a client may not send ") + message_name(m)));
   }
@@ -347,7 +310,6 @@ void NodeDaemon::Impl::shutdown() {
   peers->close_all();
   partitions.reset();
   peers.reset();
-  service.reset();
 }
 
 NodeDaemon::NodeDaemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -431,7 +393,6 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   impl->port = bound.port();
   impl->address = endpoint_text(bound);
   std::string where = opts.task + " at " + impl->address;
-  impl->service = std::make_unique<WorkerService>(where);
   Impl* self = impl.get();
   impl->peers = std::make_unique<PeerTable>(impl->address, opts.token, [self](const std::string& address, Message&& m) {
     if (!self->partitions) return;
@@ -466,7 +427,7 @@ uint16_t NodeDaemon::port() const { return impl_->port; }
 std::string NodeDaemon::address() const { return impl_->address; }
 const std::string& NodeDaemon::task() const { return impl_->opts.task; }
 uint64_t NodeDaemon::incarnation() const { return impl_->incarnation; }
-size_t NodeDaemon::num_graphs() const { return impl_->service ? impl_->service->num_graphs() : 0; }
+size_t NodeDaemon::num_graphs() const { return impl_->partitions ? impl_->partitions->size() : 0; }
 
 void NodeDaemon::Impl::stop_once() {
   {

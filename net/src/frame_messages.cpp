@@ -68,7 +68,6 @@ struct Writer {
     auto b = f.initRegisterGraph();
     b.setRequestId(m.request_id);
     b.setGraphDef(bytes_of(m.graph_def));
-    b.setExtendsHandle(m.extends_handle);
     b.setLocation(text(m.location));
     b.setSession(m.session);
     b.setEdgeCapacity(m.edge_capacity);
@@ -244,7 +243,7 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
     case wire::Frame::REGISTER_GRAPH: {
       auto r = f.getRegisterGraph();
       AF_RETURN_IF_ERROR(budget.take(r.getGraphDef().size(), "graph"));
-      RegisterGraphMsg m{r.getRequestId(), to_string(r.getGraphDef()), r.getExtendsHandle()};
+      RegisterGraphMsg m{r.getRequestId(), to_string(r.getGraphDef())};
       AF_ASSIGN_OR_RETURN(m.location, budget.text(r.getLocation(), "location"));
       m.session = r.getSession();
       m.edge_capacity = r.getEdgeCapacity();

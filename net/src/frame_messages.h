@@ -19,7 +19,8 @@ namespace actorflow::net {
 // 2: a frame's tensors are TensorMsg structs in its message (1 nested them as bytes).
 // 3: a daemon dialing a peer says role "daemon"; RegisterGraph names its container.
 // 4: StoreRequest / StoreReply (a collective group's rendezvous store).
-inline constexpr uint32_t kProtoVersion = 4;
+// 5: every RegisterGraph is a partition with a location (a daemon runs no whole graphs).
+inline constexpr uint32_t kProtoVersion = 5;
 
 struct HelloMsg {
   uint32_t proto_version = kProtoVersion;
@@ -37,8 +38,7 @@ struct WelcomeMsg {
 struct RegisterGraphMsg {
   uint64_t request_id = 0;
   std::string graph_def;
-  uint64_t extends_handle = 0;  // not 0: add the new nodes to this registered graph
-  // A partition of a graph over several daemons (location set), see net.capnp.
+  // The partition's place and session, see net.capnp.
   std::string location;
   uint64_t session = 0;
   std::vector<std::pair<std::string, std::string>> peers;  // location -> "host:port"

@@ -7,7 +7,6 @@
 #include <mutex>
 #include <vector>
 
-#include "worker_service.h"
 
 namespace actorflow::net {
 
@@ -43,19 +42,32 @@ void LocalDaemon::run_step(const RunStepMsg& m, uint64_t owner, std::function<vo
     return;
   }
   auto started = partitions_->start_step(m, owner);
-  // The worker pool runs its queued jobs before it stops, and the partitions are freed
-  // only after that: the job needs no lock.
-  pool_->post([this, started, step = m.step_id, done = std::move(done)] {
+  auto finish = [this, started, step = m.step_id, done = std::move(done)] {
     StepDoneMsg d = partitions_->finish_step(*started);
     ++*steps_run_;
     if (!d.status.ok()) log_("partition step " + std::to_string(step) + " for a session of this process failed: " + d.status.to_string());
     done(std::move(d));
-  });
+  };
+  if (PartitionService::ended(*started)) {
+    lock.unlock();
+    finish();
+    return;
+  }
+  // The worker pool runs its queued jobs before it stops, and the partitions are freed
+  // only after that: the job needs no lock.
+  pool_->post(std::move(finish));
 }
 
 void LocalDaemon::abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (!shut_) partitions_->abort_step(handle, step, why, owner);
+}
+
+void LocalDaemon::close_partition(uint64_t handle, uint64_t owner) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  if (shut_) return;
+  partitions_->abort_graph(handle, owner, PartitionService::closed_by_client());
+  if (partitions_->close_graph(handle, owner)) log_("freed partition " + std::to_string(handle) + " of a session of this process");
 }
 
 void LocalDaemon::close_owner(uint64_t owner) {

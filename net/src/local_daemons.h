@@ -1,9 +1,10 @@
 // The daemons of this process, found by the address a cluster session dials, so that the
 // session runs the partitions of its own process's daemon by direct calls, as
-// TensorFlow's LocalMaster and local worker do. A worker task (a process with a daemon
-// and a session) then sends no RunStep to itself over loopback and reads no StepDone
-// back: no frames, no copies of its feeds and fetches, and two hand-offs between io
-// threads fewer per step. Edges between daemons still travel between them, as before.
+// TensorFlow's LocalMaster and local worker do (worker_interface.h's local worker). A
+// worker task (a process with a daemon and a session) then sends no RunStep to itself
+// over loopback and reads no StepDone back: no frames, no copies of its feeds and
+// fetches, and two hand-offs between io threads fewer per step. Edges between daemons
+// still travel between them, as before.
 //
 // AF_DIAL_OWN_DAEMON=1 in the environment turns this off: sessions dial every daemon.
 #pragma once
@@ -16,10 +17,9 @@
 
 #include "frame_messages.h"
 #include "partition_service.h"
+#include "worker_pool.h"
 
 namespace actorflow::net {
-
-class WorkerPool;
 
 class LocalDaemon {
  public:
@@ -33,10 +33,12 @@ class LocalDaemon {
   uint64_t new_owner();
   Result<uint64_t> register_partition(const RegisterGraphMsg& m, uint64_t owner, Clock::time_point deadline);
   // Starts the step now, on this thread (the caller starts a session's steps in one
-  // order); `done` runs once it has finished, on a daemon worker thread, or here at once
-  // when it could not start.
+  // order); `done` runs once it has finished: here, at once, when it ended where it
+  // started (cheap kernels only, or it could not start), else on a daemon worker thread.
   void run_step(const RunStepMsg& m, uint64_t owner, std::function<void(StepDoneMsg)> done);
   void abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner);
+  // Ends the steps of partition `handle` and frees it (never on an io thread).
+  void close_partition(uint64_t handle, uint64_t owner);
   // Frees the owner's partitions (stops their actors: never on an io thread).
   void close_owner(uint64_t owner);
   // False once the daemon has begun to stop.

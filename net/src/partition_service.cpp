@@ -126,6 +126,13 @@ struct PartitionService::Started {
   StepDoneMsg failed;  // set when the step could not start
 };
 
+bool PartitionService::ended(const Started& s) { return !s.step || s.step->ended(); }
+
+size_t PartitionService::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
 StepDoneMsg PartitionService::run_step(const RunStepMsg& m, uint64_t owner) {
   auto s = start_step(m, owner);
   return finish_step(*s);
@@ -190,7 +197,7 @@ void PartitionService::abort_step(uint64_t handle, uint64_t step, const Status& 
   if (e) e->executor->abort_step(static_cast<int64_t>(step), why);
 }
 
-void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
+bool PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   std::shared_ptr<Entry> gone;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(handle);
@@ -201,6 +208,7 @@ void PartitionService::close_graph(uint64_t handle, uint64_t owner) {
   // Steps waiting for edges from the other partitions would otherwise hold the executor's
   // close until their deadline.
   if (gone) gone->rendezvous->abort_all(closed_by_client());
+  return gone != nullptr;
 }
 
 void PartitionService::abort_where(const std::function<bool(uint64_t, const Entry&)>& pick, const Status& why) {

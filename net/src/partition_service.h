@@ -17,9 +17,6 @@
 
 namespace actorflow::net {
 
-// Partition handles live above WorkerService's, so one RunStep handle says which it is.
-inline constexpr uint64_t kFirstPartitionHandle = uint64_t{1} << 40;
-
 // Where an Edge or Credit frame came from: the accepted connection `owner` (0 for none),
 // or the peer daemon at `peer_address` ("" for none).
 struct EdgeSource {
@@ -37,7 +34,6 @@ class PartitionService {
   // must dial (the lower address dials) by `deadline`.
   Result<uint64_t> register_partition(const RegisterGraphMsg& m, uint64_t owner,
                                       DaemonClient::Clock::time_point deadline);
-  static bool is_partition(uint64_t handle) { return handle >= kFirstPartitionHandle; }
   // Runs one step; blocks (a worker thread). Errors name this daemon and the location.
   StepDoneMsg run_step(const RunStepMsg& m, uint64_t owner);
   // The same in two halves: start_step on the io thread, in the order the connection
@@ -46,9 +42,13 @@ class PartitionService {
   struct Started;
   std::shared_ptr<Started> start_step(const RunStepMsg& m, uint64_t owner);
   StepDoneMsg finish_step(Started& s);
+  // True when the started step has ended already (it ran to its end on the thread that
+  // started it, or could not start): finish_step returns at once, so that thread answers.
+  static bool ended(const Started& s);
   // Aborts step `step` of partition `handle` (never blocks: the io thread calls it).
   void abort_step(uint64_t handle, uint64_t step, const Status& why, uint64_t owner);
-  void close_graph(uint64_t handle, uint64_t owner);
+  // False when the owner has no such partition.
+  bool close_graph(uint64_t handle, uint64_t owner);
   // End the steps in flight of partition `handle`, or of all connection `owner`'s
   // partitions (never block: the io thread calls them on CloseGraph and when the
   // connection closes, before close_graph or close_owner frees the partitions on a worker
@@ -65,6 +65,8 @@ class PartitionService {
   static Status client_gone();
   static Status closed_by_client();
   size_t close_owner(uint64_t owner);
+  // How many partitions are registered.
+  size_t size();
   // An Edge or Credit frame from a peer daemon (any thread). A connection may feed only the
   // sessions it registered a partition of, or whose registration named it a peer:
   // failed_precondition otherwise (the frame is dropped; the caller closes the connection).
@@ -100,7 +102,7 @@ class PartitionService {
   // the accumulator at its round, and a take of the failed step gives way to it.)
   // Keyed by (container name, location).
   std::map<std::pair<std::string, std::string>, std::shared_ptr<ResourceMgr>> containers_;
-  uint64_t next_handle_ = kFirstPartitionHandle;
+  uint64_t next_handle_ = 1;
 };
 
 }  // namespace actorflow::net

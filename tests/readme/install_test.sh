@@ -34,7 +34,7 @@ pc=$(find "$prefix" -name actorflow.pc)
 [ -n "$pc" ] || fail "no actorflow.pc under $prefix"
 [ -f "$prefix/include/actorflow/actorflow.h" ] || fail "no include/actorflow/actorflow.h under $prefix"
 [ -f "$prefix/include/actorflow/data/dataset.h" ] || fail "the data headers are not installed"
-for internal in protobuf_wire.h crc32c.h log_time.h tensor_codec_capnp.h runtime/caller_step.h \
+for internal in protobuf_wire.h crc32c.h log_time.h tensor_codec_capnp.h \
                 runtime/actor_count.h runtime/partition_executor.h runtime/remote_edges.h runtime/step_plan.h; do
   [ ! -e "$prefix/include/actorflow/$internal" ] || fail "the internal header actorflow/$internal is installed"
 done

@@ -21,6 +21,10 @@ class StartedStep {
   explicit StartedStep(int64_t step_id) : step_id_(step_id) {}
   virtual ~StartedStep() = default;
   int64_t step_id() const { return step_id_; }
+  // True when the step has already ended (it ran to its end on the thread that started
+  // it, with cheap kernels only, or had nothing to do): finish_step returns at once, so
+  // a daemon answers it from the thread that started it, with no hop to a worker.
+  virtual bool ended() const { return false; }
 
  private:
   int64_t step_id_;
