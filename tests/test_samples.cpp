@@ -108,7 +108,7 @@ TEST_CASE("needs dataset-fashion-mnist: fashion_mnist mlp and cnn loss falls ove
   if (!fs::exists(images)) aft::skip(std::string("sample test skipped: dataset-fashion-mnist is not installed (") + images + ")");
   auto mlp = run_sample("fashion_mnist", "--model mlp --epoch_number 1 --max_steps 300");
   check_loss_falls(mlp);
-  // 300 steps are more than the warm-up the steady figure leaves out (kit::SteadyRate).
+  // 300 steps are more than the warm-up the steady figure leaves out (net::SteadyRate).
   REQUIRE(mlp.count("steady_examples_per_second"));
   CHECK(std::stod(mlp["steady_examples_per_second"]) > 0);
   auto cnn = run_sample("fashion_mnist", "--model cnn --epoch_number 1 --max_steps 60 --batch_size 32");

@@ -75,7 +75,7 @@ def _cluster_rate(out):
     The chief's RESULT (`role=chief`) gives the cluster's figure: its
     steady_examples_per_second is every worker's examples (global steps x batch) over the
     time from the end of the warm-up (the first 50 steps of each worker, as TensorFlow's
-    script leaves out) to the end of the chief's training (samples/kit/distributed_trainer.cpp);
+    script leaves out) to the end of the chief's training (net/src/training/ps_loop.cpp);
     a sample without it gives its examples_per_second, the same from the first step.
     Without a chief's figure, the workers' own examples_per_second are summed."""
     results = {}

@@ -5,13 +5,16 @@
 // or from TF_CONFIG, a --cluster_spec file, Slurm or Open MPI. A ps task serves its
 // node daemon until the chief says training is over, then exits 0. A training task
 // (worker or chief) starts its own daemon, places the variables on the ps tasks, and
-// trains with the others (distributed_trainer.cpp). Without a cluster, nothing changes.
+// trains with the others (the library's loops, actorflow/net/training_loop.h). Without a
+// cluster, nothing changes. What is the samples' own here: the flags, their checks and
+// the ps task's RESULT line; the roles, daemons and peers are actorflow/net/training_task.h.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/net/training_task.h>
 
 #include "flags.h"
 
@@ -19,37 +22,14 @@ namespace kit {
 
 struct ClusterTask {
   bool distributed = false;
-  actorflow::net::ClusterSpec spec;
-  std::string self;    // "/job:worker/task:1"
-  std::string device;  // "/job:worker/task:1/cpu:0"
-  // Among the training tasks (a chief job's task first, then the workers).
-  int worker = 0;
-  int num_workers = 1;
-  bool is_chief = true;
-  std::string chief;   // the chief's task name
-  // The session target: this task first (nodes without a device run here), then the ps.
-  std::string target;
-  std::vector<actorflow::net::HostPort> ps;
-  // The tasks that only serve (ps, and the other workers of in-graph replication): the
-  // chief tells them to stop when training is over.
-  std::vector<std::pair<std::string, actorflow::net::HostPort>> servers;
-  // In-graph replication: every training task's device, this one (the client) first.
-  bool in_graph = false;
-  std::vector<std::string> tower_devices;
-  actorflow::train::PsStrategy ps_strategy = actorflow::train::PsStrategy::round_robin;
-  // --strategy allreduce: no ps; every training task holds the whole model in its own
-  // session and all-reduces its gradients with the others (allreduce_trainer.h). The
-  // training tasks' names and daemon addresses by rank (= worker), the chief's first.
-  bool allreduce = false;
-  std::vector<std::string> members;
-  std::vector<actorflow::net::HostPort> member_daemons;
-  std::unique_ptr<actorflow::net::NodeDaemon> daemon;
+  // This training task of the cluster, when distributed.
+  std::unique_ptr<actorflow::net::TrainingTask> training;
 
   // The variables of the model built while the returned scope lives go to the ps tasks
   // (replica_device_setter, --ps_strategy), the rest to this task. Null when local.
   std::unique_ptr<actorflow::DeviceScope> place(actorflow::Graph& g) const;
-  // "worker 1 of 2" for messages.
-  std::string describe() const;
+  // The cluster's ps tasks (0 when local or under --strategy allreduce).
+  size_t num_ps() const { return training ? training->ps.size() : 0; }
 };
 
 // Resolves the cluster from the flags and the environment; checks the distributed flags.

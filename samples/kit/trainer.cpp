@@ -11,14 +11,14 @@
 #include <set>
 #include <sstream>
 
-#include "allreduce_trainer.h"
-#include "distributed_trainer.h"
+#include "cluster.h"
 #include "progress.h"
 
 namespace kit {
 
 namespace af = actorflow;
 namespace ad = actorflow::data;
+namespace afn = actorflow::net;
 namespace fs = std::filesystem;
 
 std::unique_ptr<af::optim::Optimizer> make_optimizer(const Flags& f, af::Graph& g, const af::Output& global_step,
@@ -45,23 +45,6 @@ af::FeedDict feeds_for(Model& m, const af::Tensor& x, const af::Tensor& y, bool 
 
 }  // namespace
 
-af::Status evaluate(af::Session& sess, Model& m, const af::Tensor& x, const af::Tensor& y, double* loss, double* accuracy) {
-  int64_t n = x.dim(0);
-  double loss_sum = 0, acc_sum = 0;
-  for (int64_t b = 0; b < n; b += 1000) {
-    int64_t e = std::min(n, b + 1000);
-    std::vector<af::Fetch> fetches{m.loss};
-    if (m.accuracy.valid()) fetches.push_back(m.accuracy);
-    auto out = sess.run(fetches, feeds_for(m, x.slice_rows(b, e), y.slice_rows(b, e), false));
-    if (!out.ok()) return out.status();
-    loss_sum += (*out)[0].element_as_double(0) * static_cast<double>(e - b);
-    if (m.accuracy.valid()) acc_sum += (*out)[1].element_as_double(0) * static_cast<double>(e - b);
-  }
-  *loss = n ? loss_sum / static_cast<double>(n) : 0;
-  *accuracy = n ? acc_sum / static_cast<double>(n) : 0;
-  return af::Status::OK();
-}
-
 std::string resume_message(const std::string& checkpoint, int epochs_done, int64_t step, int epoch_number) {
   std::ostringstream os;
   if (epochs_done >= epoch_number)
@@ -73,9 +56,39 @@ std::string resume_message(const std::string& checkpoint, int epochs_done, int64
   return os.str();
 }
 
-std::vector<af::train::OptimizerVars> optimizers_of(const Model& m, af::optim::Optimizer* fallback) {
-  if (!m.optimizers.empty()) return m.optimizers;
-  return {{fallback, {}}};
+afn::TrainingLoopOptions loop_options(const Flags& f) {
+  afn::TrainingLoopOptions o;
+  o.batch_size = f.batch_size;
+  o.epochs = f.epoch_number;
+  o.max_steps = f.max_steps;
+  o.resume = f.mode == "train";
+  o.checkpoint_dir = f.checkpoint_path;
+  o.summary_dir = f.output_path;
+  o.steps_to_validate = f.steps_to_validate;
+  o.shuffle = f.shuffle;
+  o.seed = f.seed;
+  o.threads = f.threads;
+  o.make_optimizer = [f](af::Graph& g, const af::Output& step, int64_t steps_per_epoch) {
+    return make_optimizer(f, g, step, steps_per_epoch);
+  };
+  o.sync_mode = f.sync_mode == "sync" ? afn::SyncMode::sync : f.sync_mode == "ssp" ? afn::SyncMode::ssp : afn::SyncMode::async;
+  o.replicas_to_aggregate = f.replicas_to_aggregate;
+  o.backup_workers = f.backup_workers;
+  o.staleness = f.staleness;
+  o.sync_timeout_ms = f.sync_timeout_ms;
+  o.clock_log = f.clock_log;
+  o.startup_timeout_ms = f.startup_timeout_ms;
+  o.step_timeout_ms = f.step_timeout_ms;
+  o.save_checkpoint_secs = f.save_checkpoint_secs;
+  o.save_checkpoint_steps = f.save_checkpoint_steps;
+  o.allreduce_bucket_bytes = f.allreduce_bucket_bytes;
+  o.trace_path = f.trace_path;
+  o.slow_step_ms = f.slow_step_ms;
+  return o;
+}
+
+afn::TrainingData training_data(const Split& data) {
+  return {data.x_train, data.y_train, data.x_test, data.y_test, features};
 }
 
 af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const Flags& f, af::optim::Optimizer* optimizer) {
@@ -87,7 +100,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
     owned = make_optimizer(f, g, step, steps_per_epoch);
     optimizer = owned.get();
   }
-  af::Operation train_op = af::train::minimize(optimizers_of(m, optimizer), m.loss, step);
+  af::Operation train_op = af::train::minimize(m.optimizers_or(optimizer), m.loss, step);
   af::Saver saver(g);
   af::SessionOptions opts;
   opts.intra_op_threads = f.threads;
@@ -122,7 +135,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   auto started = std::chrono::steady_clock::now();
   int64_t steps = start_step, examples = 0;
   int64_t first_count = 0;
-  SteadyRate steady(kWarmupStepsPerWorker);
+  afn::SteadyRate steady(afn::kWarmupStepsPerWorker);
   bool stop = false;
   for (int epoch = first_epoch; epoch < f.epoch_number && !stop; ++epoch) {
     std::optional<uint64_t> shuffle_seed;
@@ -152,7 +165,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
       if (writer && steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), steps);
       if (f.steps_to_validate > 0 && steps % f.steps_to_validate == 0) {
         double vl, va;
-        AF_RETURN_IF_ERROR(evaluate(sess, m, val_x, val_y, &vl, &va));
+        AF_RETURN_IF_ERROR(afn::evaluate(sess, m, val_x, val_y, &vl, &va));
         if (writer) {
           (void)writer->add_scalar("validation/loss", static_cast<float>(vl), steps);
           (void)writer->add_scalar("validation/accuracy", static_cast<float>(va), steps);
@@ -165,7 +178,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
     }
     r.last_loss = epoch_steps ? epoch_loss / static_cast<double>(epoch_steps) : 0;
     double tl, ta;
-    AF_RETURN_IF_ERROR(evaluate(sess, m, data.x_test, data.y_test, &tl, &ta));
+    AF_RETURN_IF_ERROR(afn::evaluate(sess, m, data.x_test, data.y_test, &tl, &ta));
     std::ostringstream extra;
     extra << "test_loss " << tl << "  test_accuracy " << ta;
     bar.finish(extra.str());
@@ -181,7 +194,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   r.steps = steps;
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
-  AF_RETURN_IF_ERROR(evaluate(sess, m, data.x_test, data.y_test, &r.test_loss, &r.test_accuracy));
+  AF_RETURN_IF_ERROR(afn::evaluate(sess, m, data.x_test, data.y_test, &r.test_loss, &r.test_accuracy));
   if (writer) (void)writer->close();
   return r;
 }
@@ -200,21 +213,26 @@ std::string row_text(const af::Tensor& t, int64_t r) {
 int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const std::string& sample_name,
              af::optim::Optimizer* optimizer, ClusterTask* task, const std::function<Model(af::Graph&)>& build_tower) {
   if (task && task->distributed) {
-    af::Result<TrainResult> r = af::invalid_argument("no training loop");
-    if (task->allreduce) {
-      r = train_allreduce(g, m, data, f, *task, optimizer);
-    } else {
-      r = task->in_graph ? train_in_graph(g, m, build_tower, data, f, *task) : train_distributed(g, m, data, f, *task, optimizer);
+    // Said in the flags' words before the library's loop says it in its own.
+    std::string refused;
+    if (task->training->in_graph && !build_tower) refused = "--replication in_graph: this sample cannot build its model once per tower";
+    else if (task->training->in_graph && !m.optimizers.empty())
+      refused = "--replication in_graph needs the loop's optimizer; this model trains its parts with optimizers of its own";
+    if (!refused.empty()) {
+      std::cerr << sample_name << ": " << af::invalid_argument(refused).to_string() << "\n";
+      return 1;
     }
+    af::Result<TrainResult> r =
+        afn::train_in_cluster(g, m, training_data(data), loop_options(f), *task->training, optimizer, build_tower);
     if (!r.ok()) {
       std::cerr << sample_name << ": " << r.status().to_string() << "\n";
       return 1;
     }
-    if (!task->is_chief) {
+    if (!task->training->is_chief) {
       std::printf("RESULT sample=%s role=worker task=%s global_step=%lld seconds=%.1f examples_per_second=%.0f "
                   "first_loss=%.4f final_loss=%.4f wire_bytes_per_step=%.0f socket_bytes_per_step=%.0f model_bytes=%lld "
                   "strategy=%s allreduce_bytes_per_step=%.0f\n",
-                  sample_name.c_str(), task->self.c_str(), static_cast<long long>(r->steps), r->seconds,
+                  sample_name.c_str(), task->training->self.c_str(), static_cast<long long>(r->steps), r->seconds,
                   r->examples_per_second, r->first_loss, r->last_loss, r->wire_bytes_per_step, r->socket_bytes_per_step,
                   static_cast<long long>(r->model_bytes), f.strategy.c_str(), r->allreduce_bytes_per_step);
       std::fflush(stdout);  // whole, before the daemon's last log lines
@@ -223,7 +241,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
     std::printf("RESULT sample=%s model=%s role=chief replication=%s sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
                 "steps=%lld seconds=%.1f examples_per_second=%.0f steady_examples_per_second=%.0f first_loss=%.4f final_loss=%.4f "
                 "wire_bytes_per_step=%.0f socket_bytes_per_step=%.0f model_bytes=%lld strategy=%s allreduce_bytes_per_step=%.0f\n",
-                sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->num_workers, r->test_accuracy,
+                sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->training->num_workers, r->test_accuracy,
                 r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
                 r->steady_examples_per_second,
                 r->first_loss, r->last_loss, r->wire_bytes_per_step, r->socket_bytes_per_step,
@@ -258,7 +276,7 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
   if (f.mode == "export") {
     af::Output step = af::train::global_step(g);
     auto opt = make_optimizer(f, g, step, 1);
-    (void)af::train::minimize(optimizers_of(m, optimizer ? optimizer : opt.get()), m.loss, step);
+    (void)af::train::minimize(m.optimizers_or(optimizer ? optimizer : opt.get()), m.loss, step);
     af::Saver saver(g);
     auto sess = af::Session::create(g);
     af::Status s = sess.status();

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   int64_t wide_size = nf * kBuckets + (nf / 2) * kBuckets * kBuckets;
   const int64_t hashed = f.hash_bucket_size;
   // Each hashed table in one shard per ps task (TF's fixed_size_partitioner(num_ps)).
-  const int64_t shards = std::max<int64_t>(1, static_cast<int64_t>(task->ps.size()));
+  const int64_t shards = std::max<int64_t>(1, static_cast<int64_t>(task->num_ps()));
   auto hash = [&](const af::Output& raw) {
     af::Output h = raw * af::constant(g, kHashMultiplier, "hash_multiplier");
     af::Output size = af::constant(g, hashed, "hash_bucket_size");
