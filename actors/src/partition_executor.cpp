@@ -1,14 +1,13 @@
-// A partition executor: one prepared set of node actors per distinct (feeds, fetches,
-// targets), in the executor cache a local session uses too, started with the caller's
-// step id.
+// A partition executor: a Partition (partition.h, what a local session runs too) with
+// the rendezvous of its _Send and _Recv nodes, whose steps start with the caller's step
+// id and name their feeds and fetches.
 #include "actorflow/runtime/partition_executor.h"
 
 #include <atomic>
 #include <map>
 #include <mutex>
 
-#include "actorflow/ops/cpu_device.h"
-#include "executor_cache.h"
+#include "partition.h"
 
 namespace actorflow::runtime {
 namespace {
@@ -17,21 +16,17 @@ class PartitionExecutorImpl final : public PartitionExecutor {
  public:
   PartitionExecutorImpl(std::unique_ptr<Graph> graph, std::shared_ptr<EdgeRendezvous> rendezvous, const SessionOptions& opts,
                         std::shared_ptr<ResourceMgr> resources)
-      : graph_(std::move(graph)), rendezvous_(std::move(rendezvous)), opts_(opts),
-        resources_(resources ? std::move(resources) : std::make_shared<ResourceMgr>()),
-        device_(opts.intra_op_threads, 0, nullptr), env_(make_executor_env(opts_, &device_, resources_.get(), &kernels_)),
-        executors_(*graph_, opts_, env_) {
-    env_.rendezvous = rendezvous_.get();
-  }
+      : graph_(std::move(graph)), rendezvous_(std::move(rendezvous)),
+        partition_(*graph_, opts, std::move(resources), rendezvous_.get()) {}
 
   ~PartitionExecutorImpl() override {
     rendezvous_->abort_all(cancelled("the partition at " + rendezvous_->location() + " is closing"));
     std::lock_guard<std::mutex> lock(mu_);
-    executors_.shutdown();
+    (void)partition_.close();
   }
 
   Status init() {
-    // The kernels find this partition's rendezvous in their context (env_.rendezvous).
+    // The kernels find this partition's rendezvous in their context.
     for (int i = 0; i < graph_->num_nodes(); ++i) {
       const Node& n = graph_->node(i);
       if (n.op == "_Recv") rendezvous_->expect_edge(n.attr_int("edge_id"), n.attr_string("send_task"));
@@ -109,7 +104,7 @@ class PartitionExecutorImpl final : public PartitionExecutor {
       for (int s : sends_) req.targets.push_back(Operation(graph_.get(), s));
       // A partition that exchanges nothing and is asked for nothing has no work this step.
       if (req.fetches.empty() && req.targets.empty()) return std::shared_ptr<StartedStep>(started);
-      AF_ASSIGN_OR_RETURN(ex, executors_.get(req));
+      AF_ASSIGN_OR_RETURN(ex, partition_.executor(req));
       // Started under the lock: steps begin in the order callers asked, which is the
       // order their node actors fire them in.
       started->ex = ex;
@@ -150,12 +145,7 @@ class PartitionExecutorImpl final : public PartitionExecutor {
 
   std::unique_ptr<Graph> graph_;
   std::shared_ptr<EdgeRendezvous> rendezvous_;
-  SessionOptions opts_;
-  std::shared_ptr<ResourceMgr> resources_;
-  CpuDevice device_;
-  KernelCache kernels_;
-  ExecutorEnv env_;
-  ExecutorCache executors_;
+  Partition partition_;
   std::vector<int> sends_;  // _Send and _Recv nodes: both run every step
   std::mutex mu_;
 };
