@@ -11,7 +11,6 @@ PKGS=(
   openssl  # tests/test_net_tls.cpp makes its certificates with the openssl command
   iproute2  # tests/test_net_link_cut.cpp: ip netns and a veth pair (as root)
   gdb  # scripts/chaos: every task's stacks when a run hangs (test_chaos prints them)
-  libsimdjson-dev  # actorflow-serve reads predict bodies with it (optional: nlohmann otherwise)
   libgloo-dev  # CPU all-reduce for --strategy allreduce
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # actorflow-serve's gRPC API
 )

@@ -1,12 +1,10 @@
 #include "instances_reader.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
-
-#if AF_SERVE_SIMDJSON
-#include <simdjson.h>
-#endif
 
 namespace serve {
 
@@ -14,97 +12,197 @@ namespace af = actorflow;
 
 namespace {
 
-#if AF_SERVE_SIMDJSON
-namespace od = simdjson::ondemand;
+// Powers of ten a double holds exactly.
+constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-// Values of one row (or of a list inside it) at `level` of the row's dims, appended in
-// row-major order. False for anything the DOM path should look at.
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Reads the run of digits at p into m (digits counts them); false once more than 19 are
+// significant, which a uint64 cannot hold (p still moves past the whole run).
+bool digit_run(const char*& p, const char* end, uint64_t& m, int& digits) {
+  bool kept = true;
+  for (; p < end && is_digit(*p); ++p, ++digits)
+    if (digits < 19) m = m * 10 + static_cast<uint64_t>(*p - '0');
+    else kept = false;
+  return kept;
+}
+
+// One pass over the body, strict JSON for the few tokens this form has; anything else
+// ends the scan (false), and the caller falls back to the general reader.
 template <typename T>
-bool read_level(od::value v, size_t level, std::vector<int64_t>& dims, std::vector<T>& out) {
-  if (level == dims.size()) {
-    // As the DOM path: every JSON number through double (json::get<double>).
-    // A negative zero: nlohmann reads "-0" as the integer 0; the DOM path settles which.
-    double x;
-    if (v.get_double().get(x) || (x == 0 && std::signbit(x))) return false;
-    out.push_back(static_cast<T>(x));
+class Scanner {
+ public:
+  Scanner(std::string_view body, std::vector<int64_t>& dims, std::vector<T>& out)
+      : p_(body.data()), end_(body.data() + body.size()), dims_(dims), out_(out) {}
+
+  // {"instances": [row, ...]}, and only blanks after it; `rows` is how many rows.
+  bool document(int64_t* rows) {
+    if (!take('{') || !take('"')) return false;
+    constexpr std::string_view key = "instances\"";
+    if (static_cast<size_t>(end_ - p_) < key.size() || std::memcmp(p_, key.data(), key.size()) != 0) return false;
+    p_ += key.size();
+    if (!take(':') || !take('[')) return false;
+    *rows = 0;
+    if (peek() == ']') return false;  // no rows: the general reader words that error
+    do {
+      if (!level(0)) return false;
+      ++*rows;
+    } while (take(','));
+    // Another key after the list (signature_name, a repeated "instances") is the general
+    // reader's to judge.
+    if (!take(']') || !take('}')) return false;
+    blanks();
+    return p_ == end_;
+  }
+
+ private:
+  void blanks() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  char peek() {
+    blanks();
+    return p_ < end_ ? *p_ : '\0';
+  }
+  bool take(char c) {
+    if (peek() != c) return false;
+    ++p_;
     return true;
   }
-  od::array a;
-  if (v.get_array().get(a)) return false;
-  int64_t n = 0;
-  if (level + 1 == dims.size()) {
-    // The innermost list, most of the values: read in place rather than one call each.
-    if (dims[level] > 0) out.reserve(out.size() + static_cast<size_t>(dims[level]));
-    for (auto element : a) {
-      double x;
-      if (element.get_double().get(x) || (x == 0 && std::signbit(x))) return false;
-      out.push_back(static_cast<T>(x));
-      ++n;
+
+  // The values of one row, or of a list inside it, at `at` of the row's dims.
+  bool level(size_t at) {
+    if (at == dims_.size()) return value();
+    if (!take('[')) return false;
+    int64_t n = 0;
+    if (peek() != ']') {
+      if (at + 1 == dims_.size()) {
+        if (!numbers(&n)) return false;
+      } else {
+        do {
+          if (!level(at + 1)) return false;
+          ++n;
+        } while (take(','));
+      }
     }
-  } else {
-    for (auto element : a) {
-      od::value e;
-      if (element.get(e) || !read_level(e, level + 1, dims, out)) return false;
-      ++n;
+    if (!take(']')) return false;
+    // An unknown dimension takes the first row's size, as the general reader does.
+    if (dims_[at] < 0) dims_[at] = n;
+    return n == dims_[at];
+  }
+
+  // The innermost list's numbers, most of a body: "n, n, ..." up to (not past) its ']'.
+  bool numbers(int64_t* n) {
+    while (true) {
+      // A plain 0, most of an image's pixels, without the general path.
+      if (end_ - p_ >= 2 && p_[0] == '0' && (p_[1] == ',' || p_[1] == ']')) {
+        out_.push_back(T(0));
+        ++p_;
+      } else if (!value()) {
+        return false;
+      }
+      ++*n;
+      blanks();
+      if (p_ < end_ && *p_ == ',') {
+        ++p_;
+        blanks();
+        continue;
+      }
+      return p_ < end_ && *p_ == ']';
     }
   }
-  // An unknown dimension takes the first row's size, as the DOM path does.
-  if (dims[level] < 0) dims[level] = n;
-  return n == dims[level];
-}
+
+  // A JSON number, read as the general reader reads every number for a float input:
+  // through double, correctly rounded, then to T.
+  bool value() {
+    blanks();
+    const char* p = p_;
+    const char* const end = end_;
+    const char* start = p;
+    bool negative = p < end && *p == '-';
+    if (negative) ++p;
+    // The integer part: 0, or digits without a leading 0.
+    if (p == end || !is_digit(*p)) return false;
+    uint64_t mantissa = 0;
+    int digits = 0, exponent = 0;
+    bool kept = true;  // every significant digit is in `mantissa`
+    if (*p == '0') ++p;
+    else kept = digit_run(p, end, mantissa, digits);
+    if (p < end && *p == '.') {
+      ++p;
+      if (p == end || !is_digit(*p)) return false;
+      if (mantissa == 0)
+        for (; p < end && *p == '0'; ++p) --exponent;  // a fraction's leading zeros: scale only
+      int before = digits;
+      kept = digit_run(p, end, mantissa, digits) && kept;
+      exponent -= digits - before;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+      ++p;
+      bool minus = p < end && (*p == '-' || *p == '+') && *p++ == '-';
+      if (p == end || !is_digit(*p)) return false;
+      int e = 0;
+      for (; p < end && is_digit(*p); ++p)
+        if (e < 100000) e = e * 10 + (*p - '0');
+      exponent += minus ? -e : e;
+    }
+    p_ = p;
+    double x;
+    if (kept && mantissa == 0) {
+      // A negative zero: the general reader reads "-0" as the integer 0, so it settles which.
+      if (negative) return false;
+      x = 0;
+    } else if (kept && mantissa <= (uint64_t{1} << 53) && exponent >= -22 && exponent <= 22) {
+      // Clinger's fast path: both factors are exact doubles, so one operation rounds once.
+      x = static_cast<double>(mantissa);
+      x = exponent < 0 ? x / kPow10[-exponent] : x * kPow10[exponent];
+      if (negative) x = -x;
+    } else {
+      // Long mantissas, large exponents: the library's correctly rounded conversion.
+      auto r = std::from_chars(start, p, x);
+      if (r.ec != std::errc() || r.ptr != p) return false;  // out of a double's range
+    }
+    out_.push_back(static_cast<T>(x));
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+  std::vector<int64_t>& dims_;
+  std::vector<T>& out_;
+};
 
 template <typename T>
 std::optional<af::Tensor> read(std::string_view body, const TensorSpec& input) {
-  // simdjson reads up to SIMDJSON_PADDING bytes past the end: the body goes into a
-  // padded buffer this thread keeps (a copy of a few KiB, no allocation once grown).
-  thread_local od::parser parser;
-  thread_local std::string padded;
-  padded.assign(body.data(), body.size());
-  padded.resize(body.size() + simdjson::SIMDJSON_PADDING, ' ');
+  // The values go into a vector this thread keeps (no allocation once grown), then once
+  // into the tensor when the row count is known.
+  thread_local std::vector<T> values;
+  values.clear();
   std::vector<int64_t> dims(input.shape.dims().begin() + 1, input.shape.dims().end());
-  std::vector<T> values;
   int64_t rows = 0;
-  od::document doc;
-  od::object obj;
-  if (parser.iterate(padded.data(), body.size(), padded.size()).get(doc) || doc.get_object().get(obj)) return std::nullopt;
-  bool seen = false;
-  for (auto field : obj) {
-    std::string_view key;
-    od::array list;
-    // Only "instances", once: any other key (signature_name, inputs, a duplicate) is
-    // the DOM path's to judge.
-    if (field.unescaped_key().get(key) || key != "instances" || seen || field.value().get_array().get(list)) return std::nullopt;
-    seen = true;
-    for (auto element : list) {
-      od::value row;
-      if (element.get(row) || !read_level(row, 0, dims, values)) return std::nullopt;
-      ++rows;
+  Scanner<T> scan(body, dims, values);
+  bool ok = scan.document(&rows);
+  std::optional<af::Tensor> out;
+  if (ok && rows > 0) {
+    std::vector<int64_t> shape{rows};
+    shape.insert(shape.end(), dims.begin(), dims.end());
+    af::Tensor t(input.dtype, af::Shape(shape));
+    if (static_cast<int64_t>(values.size()) == t.num_elements()) {
+      std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+      out = std::move(t);
     }
   }
-  // Nothing after the object (this simdjson has no document::at_end(): past the last
-  // token, current_location() is out of bounds).
-  if (!seen || rows == 0 || doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return std::nullopt;
-  std::vector<int64_t> shape{rows};
-  shape.insert(shape.end(), dims.begin(), dims.end());
-  af::Tensor t(input.dtype, af::Shape(shape));
-  if (static_cast<int64_t>(values.size()) != t.num_elements()) return std::nullopt;
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
-  return t;
+  // A large body's values are not kept for the next request.
+  if (values.capacity() * sizeof(T) > (size_t{1} << 20)) std::vector<T>().swap(values);
+  return out;
 }
-
-#endif
 
 }  // namespace
 
 std::optional<af::Tensor> read_float_instances(std::string_view body, const TensorSpec& input) {
-#if AF_SERVE_SIMDJSON
   if (!input.shape.has_rank() || input.shape.rank() < 1) return std::nullopt;
   if (input.dtype == af::DType::f32) return read<float>(body, input);
   if (input.dtype == af::DType::f64) return read<double>(body, input);
-#else
-  (void)body;
-  (void)input;
-#endif
   return std::nullopt;
 }
 
