@@ -47,8 +47,11 @@ void fill(T* out, int64_t n, const Field& field) {
 }  // namespace
 
 af::Result<af::Tensor> tensor_from_proto(const tensorflow::TensorProto& proto, const TensorSpec& spec) {
-  const std::string expect = "input '" + spec.name + "' expects " + af::dtype_name(spec.dtype) + " of shape " + shape_text(spec.shape);
-  auto fail = [&](const std::string& what) { return af::invalid_argument(expect + ": " + what); };
+  // The message is built only for a refusal: a Predict that is taken pays nothing for it.
+  auto fail = [&](const std::string& what) {
+    return af::invalid_argument("input '" + spec.name + "' expects " + af::dtype_name(spec.dtype) + " of shape " + shape_text(spec.shape) +
+                                ": " + what);
+  };
   if (proto.dtype() != tf_dtype(spec.dtype) || spec.dtype == af::DType::string)
     return fail("the request's tensor is " + tensorflow::DataType_Name(proto.dtype()) +
                 (spec.dtype == af::DType::string ? " (string inputs are not taken)" : ""));
