@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "echo.h"
+#include "message_pool.h"
 #include "tensor_proto.h"
 #include "tensorflow_serving/apis/model_service.grpc.pb.h"
 #include "tensorflow_serving/apis/prediction_service.grpc.pb.h"
@@ -244,6 +245,9 @@ class ModelServiceImpl final : public tfs::ModelService::CallbackService {
 struct GrpcServer::Impl {
   Shared shared;
   Log log;
+  // Before the services and the server, which use it until they are gone. It keeps as
+  // many idle holders as --max_in_flight_requests lets calls in by default.
+  ArenaMessagePool<tfs::PredictRequest, tfs::PredictResponse> predict_messages{128};
   PredictionServiceImpl prediction{shared};
   ModelServiceImpl model_service{shared};
   std::unique_ptr<grpc::Server> server;
@@ -273,6 +277,7 @@ af::Status GrpcServer::start() {
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
   builder.SetMaxSendMessageSize(o.max_message_bytes);
+  impl_->prediction.SetMessageAllocatorFor_Predict(&impl_->predict_messages);
   builder.RegisterService(&impl_->prediction);
   builder.RegisterService(&impl_->model_service);
   impl_->server = builder.BuildAndStart();
