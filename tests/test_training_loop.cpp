@@ -162,8 +162,14 @@ TEST_CASE("a chief trains with a ps task through train_in_cluster, checkpoints, 
   auto joined = std::async(std::launch::async, [&] { (*ps_daemon)->join(); });
   CHECK(joined.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
 
-  // The loops refuse what the task cannot train.
+  // The loops refuse what the task cannot train, and options or data they cannot use.
   afn::TrainableModel tower = m;
+  afn::TrainingLoopOptions empty_batches = o;
+  empty_batches.batch_size = 0;
+  CHECK(afn::train_with_ps(g, tower, data, empty_batches, t).status().code() == af::Code::invalid_argument);
+  afn::TrainingData unpaired = data;
+  unpaired.y_train = data.y_train.slice_rows(0, 10);
+  CHECK(afn::train_with_ps(g, tower, unpaired, o, t).status().code() == af::Code::invalid_argument);
   CHECK(afn::train_in_graph(g, tower, {}, data, o, t).status().code() == af::Code::invalid_argument);
   CHECK(afn::train_allreduce(g, tower, data, o, t).status().code() == af::Code::invalid_argument);
 }

@@ -25,6 +25,7 @@ using training::retryable;
 
 Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingData& data, const TrainingLoopOptions& o,
                                     TrainingTask& task, optim::Optimizer* optimizer) {
+  AF_RETURN_IF_ERROR(training::check_inputs(data, o));
   std::ostream& log = *o.log;
   const int n = task.num_workers;
   if (!task.allreduce || task.member_daemons.size() != static_cast<size_t>(n))

@@ -14,6 +14,7 @@ using training::retryable;
 
 Result<TrainResult> train_in_graph(Graph& g, TrainableModel& m, const std::function<TrainableModel(Graph&)>& build,
                                    const TrainingData& data, const TrainingLoopOptions& o, TrainingTask& task) {
+  AF_RETURN_IF_ERROR(training::check_inputs(data, o));
   std::ostream& log = *o.log;
   if (!build) return invalid_argument("in-graph replication: this model cannot be built once per tower");
   if (!m.optimizers.empty())

@@ -8,6 +8,20 @@
 
 namespace actorflow::net::training {
 
+Status check_inputs(const TrainingData& data, const TrainingLoopOptions& o) {
+  if (o.batch_size < 1) return invalid_argument("the batch size is " + std::to_string(o.batch_size) + "; it must be at least 1");
+  if (o.save_checkpoint_steps < 0) return invalid_argument("save_checkpoint_steps must not be negative");
+  if (!o.out || !o.log) return invalid_argument("the loop options need both streams, out and log");
+  auto rows = [](const Tensor& t) { return t.valid() && t.rank() > 0 ? t.dim(0) : -1; };
+  if (rows(data.x_train) < 0 || rows(data.x_train) != rows(data.y_train))
+    return invalid_argument("the training split needs x and y with one row per example (x: " +
+                            std::to_string(rows(data.x_train)) + " rows, y: " + std::to_string(rows(data.y_train)) + ")");
+  if (rows(data.x_test) < 0 || rows(data.x_test) != rows(data.y_test))
+    return invalid_argument("the test split needs x and y with one row per example (x: " +
+                            std::to_string(rows(data.x_test)) + " rows, y: " + std::to_string(rows(data.y_test)) + ")");
+  return Status::OK();
+}
+
 bool retryable(const Status& s) {
   return s.code() == Code::unavailable || s.code() == Code::failed_precondition ||
          s.code() == Code::deadline_exceeded || s.code() == Code::cancelled;

@@ -24,6 +24,10 @@ namespace actorflow::net::training {
 
 using Clock = std::chrono::steady_clock;
 
+// invalid_argument for options or data no loop can train with: a batch of no rows, a
+// missing stream, or x and y splits whose rows do not pair up.
+Status check_inputs(const TrainingData& data, const TrainingLoopOptions& o);
+
 // What a lost or restarted task looks like from a step: waiting (and restoring) cures it.
 bool retryable(const Status& s);
 

@@ -16,6 +16,7 @@ using training::retryable;
 
 Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingData& data, const TrainingLoopOptions& o,
                                   TrainingTask& task, optim::Optimizer* optimizer) {
+  AF_RETURN_IF_ERROR(training::check_inputs(data, o));
   std::ostream& out_s = *o.out;
   std::ostream& log = *o.log;
   const bool sync = o.sync_mode == SyncMode::sync, ssp = o.sync_mode == SyncMode::ssp;

@@ -148,6 +148,9 @@ struct TrainResult {
 Status evaluate(Session& sess, const TrainableModel& m, const Tensor& x, const Tensor& y, double* loss,
                 double* accuracy);
 
+// Each loop first checks its inputs: invalid_argument for a batch_size below 1, a null
+// stream, or splits whose x and y differ in rows.
+
 // Parameter servers, between-graph replication. `optimizer`, when given, trains a model
 // without optimizers of its own.
 Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingData& data, const TrainingLoopOptions& o,

@@ -5,8 +5,9 @@
 //
 //   auto spec = net::resolve_cluster(options);          // not_found: no cluster, train locally
 //   if (net::task_serves(*spec, how)) {                 // a ps task (or an in-graph tower)
+//     net::block_stop_signals();                        // before the daemon's threads start
 //     auto daemon = net::start_task_daemon(*spec, how); // holds variables / runs towers
-//     net::block_stop_signals(); net::wait_until_stopped(**daemon);  // until the chief's Shutdown
+//     net::wait_until_stopped(**daemon);                // until the chief's Shutdown (0) or a signal
 //   } else {
 //     auto task = net::start_training_task(*spec, how); // this task's daemon, placement, peers
 //     ... build the model under task->place(g), then train (training_loop.h) ...
