@@ -88,19 +88,27 @@ class Server:
         self.grpc_port = None
         deadline = time.monotonic() + 60
         buf = ""
+        # The pipe is read with os.read, not readline: readline may take both lines into
+        # the file object's buffer, and select() on the descriptor then waits for more
+        # that never comes (the server prints nothing after LISTENING).
+        fd = self.proc.stdout.fileno()
+        pending = ""
         while time.monotonic() < deadline and self.port is None:
-            r, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            r, _, _ = select.select([fd], [], [], 1.0)
             if r:
-                line = self.proc.stdout.readline()
-                if not line:
+                chunk = os.read(fd, 4096)
+                if not chunk:
                     break
-                buf += line
-                g = re.match(r"GRPC_LISTENING \S+:(\d+)", line)
-                if g:
-                    self.grpc_port = int(g.group(1))
-                m = re.match(r"LISTENING \S+:(\d+)", line)
-                if m:
-                    self.port = int(m.group(1))
+                pending += chunk.decode(errors="replace")
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    buf += line + "\n"
+                    g = re.match(r"GRPC_LISTENING \S+:(\d+)", line)
+                    if g:
+                        self.grpc_port = int(g.group(1))
+                    m = re.match(r"LISTENING \S+:(\d+)", line)
+                    if m:
+                        self.port = int(m.group(1))
             elif self.proc.poll() is not None:
                 break
         if self.port is None:
