@@ -443,7 +443,9 @@ int64_t HttpServer::run() {
     threads.emplace_back([this, i] { impl_->iocs[i]->run(); });
   }
   impl_->ioc.run();
-  // ioc.run() returns after stop_all(), which stopped the others too.
+  // Whatever ended the first context's run (stop_all() after a drain, or running out of
+  // work), the others end too rather than hold the join below.
+  impl_->stop_all();
   for (auto& t : threads) t.join();
   return impl_->shared.in_flight.load();
 }
