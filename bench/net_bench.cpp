@@ -1,4 +1,4 @@
-// Issue 10's network benchmarks: ours through real actorflow-node daemons (child
+// Network benchmarks: ours through real actorflow-node daemons (child
 // processes on 127.0.0.1, port 0), against the in-process and loopback peers measured in
 // the same run (TensorFlow's gRPC runtime is bench/python/tf_net_peer.py):
 //

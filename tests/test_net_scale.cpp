@@ -1,4 +1,4 @@
-// Issue 10's scale tests of graphs cut over three node daemons (child processes on
+// Scale tests of graphs cut over three node daemons (child processes on
 // 127.0.0.1, port 0): 200 random DAGs with random placement equal the local session bit
 // for bit; 8 threads call run() at once; a 10,000-step loop does not grow the RSS, the
 // threads or the open files (sockets) of the daemons or of the client; tensors of 0 bytes,
