@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/ops/cuda_info.h>
 #include <actorflow/saver.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kit/device.h"
 #include "kit/flags.h"
 #include "kit/models.h"
 #include "kit/trainer.h"
@@ -214,4 +216,28 @@ TEST_CASE("flags: inference inputs are CSV or IDX by their content or --inferenc
   CHECK(flag.flags.inference_format == "idx");
   CHECK(parse({"--inference_format", "png"}).exit_code > 0);
   fs::remove_all(dir);
+}
+
+TEST_CASE("flags: --device: cpu by default, gpu accepted, anything else refused; gpu without a GPU is an error") {
+  kit::Flags defaults = kit::sample_defaults("fashion_mnist");
+  const char* none[] = {"prog"};
+  auto d = kit::try_parse_flags(1, none, {"fashion_mnist", {"mlp"}}, defaults);
+  REQUIRE(d.exit_code < 0);
+  CHECK(d.flags.device == "cpu");
+  CHECK(kit::device_error(d.flags, false).empty());
+  const char* gpu[] = {"prog", "--device", "gpu"};
+  auto g = kit::try_parse_flags(3, gpu, {"fashion_mnist", {"mlp"}}, defaults);
+  REQUIRE(g.exit_code < 0);
+  CHECK(g.flags.device == "gpu");
+  const char* tpu[] = {"prog", "--device=tpu"};
+  auto t = kit::try_parse_flags(2, tpu, {"fashion_mnist", {"mlp"}}, defaults);
+  CHECK(t.exit_code == 2);
+  CHECK(t.message.find("'tpu' is not a device") != std::string::npos);
+  CHECK(kit::device_error(g.flags, true).find("not supported with a cluster") != std::string::npos);
+  if (af::cuda_device_count() == 0) {
+    const std::string e = kit::device_error(g.flags, false);
+    CHECK(e.find("--device gpu: no GPU found") != std::string::npos);
+  } else {
+    CHECK(kit::device_error(g.flags, false).empty());
+  }
 }

@@ -1,8 +1,8 @@
-// The runtime's GPU placement (actors/src/gpu_plan.h) and --device, checked where no GPU
-// is: the plan of an MLP training step built under /gpu:0 is placed as if one GPU were
-// present (the registry lists the CUDA module's kernels in every CUDA build), and the
-// copies, feeds, fetches and variable groups are inspected; a session on a machine
-// without a GPU runs such a graph on the CPU; --device gpu without a GPU is an error.
+// The runtime's GPU placement (actors/src/gpu_plan.h), checked where no GPU is: the plan
+// of an MLP training step built under /gpu:0 is placed as if one GPU were present (the
+// registry lists the CUDA module's kernels in every CUDA build), and the copies, feeds,
+// fetches and variable groups are inspected; a session on a machine without a GPU runs
+// such a graph on the CPU. (The samples' --device flag is tested with their flags.)
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
@@ -13,10 +13,6 @@
 #include <set>
 
 #include "../actors/src/gpu_plan.h"
-#include "kit/device.h"
-#include "kit/flags.h"
-#include "kit/models.h"
-#include "kit/trainer.h"
 #include "interop/skip.h"
 #include "test_util.h"
 
@@ -29,20 +25,27 @@ const af::DeviceId kGpu0{af::DeviceType::GPU, 0};
 
 struct Mlp {
   af::Graph g;
-  kit::Model m;
+  struct {
+    af::Output x, y, loss;
+  } m;
   af::Operation train;
 };
 
-// The sample's MLP (784-16-10) and an optimizer step, everything under `device`.
+// The fashion_mnist sample's MLP (784-16-10, as its --model_network 16 builds it) and an
+// optimizer step, everything under `device`.
 void build_mlp(Mlp& t, const std::string& device, const std::string& optimizer = "adam") {
-  kit::Flags f = kit::sample_defaults("fashion_mnist");
-  f.model_network = "16";
-  f.optimizer = optimizer;
+  namespace L = af::layers;
   af::DeviceScope scope(t.g, device);
   t.g.set_seed(1);
-  t.m = kit::fashion_mnist_model(t.g, f);
+  t.m.x = af::placeholder(t.g, af::f32, {-1, 784}, "x");
+  t.m.y = af::placeholder(t.g, af::i64, {-1}, "y");
+  auto logits = L::dense(L::dense(t.m.x, 16, L::Act::relu, "dense1"), 10, {}, "logits");
+  t.m.loss = af::mean(af::sparse_softmax_cross_entropy(logits, t.m.y));
   af::Output step = af::train::global_step(t.g);
-  auto opt = kit::make_optimizer(f, t.g, step, 100);
+  std::unique_ptr<af::optim::Optimizer> opt;
+  // The samples' default learning rate.
+  if (optimizer == "adam") opt = std::make_unique<af::optim::Adam>(0.01);
+  else opt = std::make_unique<af::optim::GradientDescent>(0.01);
   t.train = opt->minimize(t.m.loss, {}, step);
 }
 
@@ -218,28 +221,4 @@ TEST_CASE("a session without a GPU runs a /gpu:0 training step on the CPU, the s
   // Without a GPU the placed graph runs exactly as the unplaced one: the same bits.
   for (size_t i = 0; i < placed.size(); ++i) CHECK(placed[i] == plain[i]);
   CHECK(placed.back() < placed.front());
-}
-
-TEST_CASE("--device: cpu by default, gpu accepted, anything else refused; gpu without a GPU is an error") {
-  kit::Flags defaults = kit::sample_defaults("fashion_mnist");
-  const char* none[] = {"prog"};
-  auto d = kit::try_parse_flags(1, none, {"fashion_mnist", {"mlp"}}, defaults);
-  REQUIRE(d.exit_code < 0);
-  CHECK(d.flags.device == "cpu");
-  CHECK(kit::device_error(d.flags, false).empty());
-  const char* gpu[] = {"prog", "--device", "gpu"};
-  auto g = kit::try_parse_flags(3, gpu, {"fashion_mnist", {"mlp"}}, defaults);
-  REQUIRE(g.exit_code < 0);
-  CHECK(g.flags.device == "gpu");
-  const char* tpu[] = {"prog", "--device=tpu"};
-  auto t = kit::try_parse_flags(2, tpu, {"fashion_mnist", {"mlp"}}, defaults);
-  CHECK(t.exit_code == 2);
-  CHECK(t.message.find("'tpu' is not a device") != std::string::npos);
-  CHECK(kit::device_error(g.flags, true).find("not supported with a cluster") != std::string::npos);
-  if (af::cuda_device_count() == 0) {
-    const std::string e = kit::device_error(g.flags, false);
-    CHECK(e.find("--device gpu: no GPU found") != std::string::npos);
-  } else {
-    CHECK(kit::device_error(g.flags, false).empty());
-  }
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "actorflow/api.h"
 #include "actorflow/kernel.h"
 
 namespace actorflow {
@@ -17,8 +18,9 @@ struct BroadcastPlan {
   int64_t num_elements = 0;
 };
 
-// Fails (returns false) when the shapes do not broadcast.
-bool make_broadcast_plan(const std::vector<const Shape*>& inputs, BroadcastPlan* plan);
+// Fails (returns false) when the shapes do not broadcast. Exported: the GPU module's
+// broadcasting kernels plan with it too.
+AF_API bool make_broadcast_plan(const std::vector<const Shape*>& inputs, BroadcastPlan* plan);
 
 // Calls fn(out_index, n, offsets, steps) for the pieces of rows of the last collapsed dim
 // that cover output elements [begin, end): `offsets[k]` is input k's element offset for

@@ -2,11 +2,14 @@
 // because first-touching fresh pages costs ~3 us each on our machines and glibc hands
 // blocks >= 128 KiB straight back to the kernel.
 #pragma once
+#include "actorflow/api.h"
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "actorflow/device.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -50,3 +53,5 @@ using AllocatorHandle = std::unique_ptr<Allocator, RetireAllocator>;
 AllocatorHandle make_limited_allocator(Allocator* base, int64_t limit_bytes);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -1,5 +1,6 @@
 // Node attributes: a small closed set of value kinds, all serializable to GraphDef.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -8,6 +9,8 @@
 #include "actorflow/dtype.h"
 #include "actorflow/shape.h"
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -47,3 +50,5 @@ class AttrValue {
 };
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -12,6 +12,7 @@
 // The group itself is a runtime object (a CollectiveGroup) the session's kernels find
 // among its resources; the graph only names what to reduce.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,8 @@
 #include "actorflow/graph.h"
 #include "actorflow/optimizers.h"
 #include "actorflow/resource_mgr.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -79,3 +82,5 @@ std::vector<std::vector<std::string>> allreduce_buckets(const Graph& g);
 
 }  // namespace train
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -1,7 +1,10 @@
 // Where a buffer lives and where a kernel runs.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <string>
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -17,3 +20,5 @@ struct DeviceId {
 const char* device_type_name(DeviceType t);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -3,9 +3,12 @@
 // partitioner cuts a graph at every edge between two locations, so two spellings of one
 // device must compare equal; to_string() gives the one canonical spelling.
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -37,3 +40,5 @@ struct DeviceName {
 Result<DeviceName> parse_device_name(const std::string& name);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -9,12 +9,15 @@
 //   auto sync = af::train::sync_replicas_minimize(opt, loss, step, /*worker=*/1, {.replicas_to_aggregate = 2});
 //   // chief: run sync.chief_step, others sync.worker_step, feeding sync.local_step
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
 #include "actorflow/optimizers.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::train {
 
@@ -97,3 +100,5 @@ Output wait_workers_done(Graph& g, const WorkerTable& table, int64_t timeout_ms)
 Output worker_clock_log(Graph& g, const WorkerTable& table);
 
 }  // namespace actorflow::train
+
+AF_PUBLIC_END

@@ -1,9 +1,12 @@
 // The C++ DSL, part 3: shape manipulation, indexing and data movement.
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -31,3 +34,5 @@ Output pad(const Output& x, std::vector<std::pair<int64_t, int64_t>> paddings, d
            const std::string& name = "Pad");
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -2,11 +2,14 @@
 // variables are in variables.h), state updates and grouping. Building a node that fails
 // shape or dtype inference throws af::Error naming the node and its inputs.
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
 #include "actorflow/variables.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -73,3 +76,5 @@ Output shape_of(const Output& x, const std::string& name = "Shape");
 Operation global_variables_initializer(Graph& g);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

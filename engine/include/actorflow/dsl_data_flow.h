@@ -1,10 +1,13 @@
 // The C++ DSL: TF's data-flow ops, what a lookup across the shards of a partitioned
 // variable is built from (ids split by shard, gathered on each, stitched back in order).
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -22,3 +25,5 @@ Output dynamic_stitch(const std::vector<Output>& indices, const std::vector<Outp
 Output range(const Output& start, const Output& limit, const Output& delta, const std::string& name = "Range");
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -1,10 +1,13 @@
 // The C++ DSL, part 2: elementwise math with numpy broadcasting, matrix products,
 // reductions, activations and comparisons.
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -87,3 +90,5 @@ Output operator>(const Output& a, double b);
 // Note: == and != are not overloaded (Outputs compare as handles); use equal().
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -4,10 +4,13 @@
 // floor((in - k) / stride) + 1; strides and window sizes are {h, w} (TF's 4-element
 // {1, h, w, 1} is accepted too).
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -83,3 +86,5 @@ Output flatten(const Output& x, const std::string& name = "Flatten");
 Output embedding_lookup(const Output& params, const Output& ids, const std::string& name = "embedding_lookup");
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -1,8 +1,11 @@
 // Element types of tensors.
 #pragma once
+#include "actorflow/api.h"
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -51,3 +54,5 @@ bool visit_dtype(DType t, F&& f) {
   }
 }
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -4,6 +4,9 @@
 // gets it. Per-session settings are SessionOptions, per-daemon ones DaemonOptions; these
 // are the few that are the process's, or that compare two implementations of one thing.
 #pragma once
+#include "actorflow/api.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -20,6 +23,11 @@ enum class EnvironmentSwitch {
   gpu_module,             // AF_GPU_MODULE=off|PATH: no GPU, or the CUDA module to load
   gpu_allow_tf32,         // AF_GPU_ALLOW_TF32=1: f32 products may use TF32 tensor cores
   gpu_watch_timeout_s,    // AF_GPU_WATCH_TIMEOUT_S=N: a GPU op still running after N s is reported
+  // The run path's defaults (actorflow/runtime/run_path.h), 0 or 1:
+  caller_runs_cheap_steps,     // AF_CALLER_RUNS_CHEAP_STEPS
+  caller_runs_serial_steps,    // AF_CALLER_RUNS_SERIAL_STEPS
+  caller_runs_training_steps,  // AF_CALLER_RUNS_TRAINING_STEPS
+  colocate_cheap_ops,          // AF_COLOCATE_CHEAP_OPS
 };
 
 // The variable's name, "AF_NUM_THREADS" for num_threads.
@@ -29,3 +37,5 @@ const char* environment_switch_name(EnvironmentSwitch s);
 const char* environment_switch(EnvironmentSwitch s);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -2,12 +2,15 @@
 // (under a "gradients/" name scope) built by the gradient function registered beside
 // each differentiable op (AF_REGISTER_GRADIENT in ops/grads/).
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -95,3 +98,5 @@ Gradient sum_duplicate_rows(const Gradient& g, const std::vector<int64_t>& row_d
   static ::actorflow::GradRegistrar AF_CONCAT(af_grad_registrar_, __COUNTER__)(op, fn)
 #define AF_NO_GRADIENT(op) \
   static ::actorflow::GradRegistrar AF_CONCAT(af_grad_registrar_, __COUNTER__)(op)
+
+AF_PUBLIC_END

@@ -2,6 +2,7 @@
 // (node:output), control inputs and a requested device. Nodes are added in an order
 // where inputs precede consumers; shape and dtype inference runs as each node is added.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -11,6 +12,8 @@
 
 #include "actorflow/attr_value.h"
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -278,3 +281,5 @@ class ControlDependencies {
 };
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

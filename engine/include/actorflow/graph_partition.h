@@ -8,6 +8,7 @@
 // A control edge between locations becomes a _Send that waits for the producer and
 // sends a scalar, and a _Recv of it that the consumer waits for.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -52,3 +55,5 @@ Result<std::string> node_location(const Node& node, const PartitionOptions& opts
 Result<Partitions> partition(const Graph& g, const PartitionOptions& opts = {});
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

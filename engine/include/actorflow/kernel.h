@@ -2,6 +2,7 @@
 // AF_REGISTER_KERNEL, as TF's REGISTER_KERNEL_BUILDER. A kernel object is created once
 // per node when a session is prepared and reused for every step.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,6 +12,8 @@
 
 #include "actorflow/device.h"
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -144,3 +147,5 @@ struct KernelRegistrar {
       op, device, [](const ::actorflow::Node& n) -> ::actorflow::Result<std::unique_ptr<::actorflow::OpKernel>> { \
         return std::unique_ptr<::actorflow::OpKernel>(new Class(n));                             \
       })
+
+AF_PUBLIC_END

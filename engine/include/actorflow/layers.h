@@ -6,6 +6,7 @@
 // glorot-uniform (seeded by the graph-seed rule), biases at zero; variables take the
 // input's dtype.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -13,6 +14,8 @@
 
 #include "actorflow/dsl_nn.h"
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::layers {
 
@@ -66,3 +69,5 @@ Output dropout(const Output& x, double rate, const Output& training, int64_t see
                const std::string& name = "dropout");
 
 }  // namespace actorflow::layers
+
+AF_PUBLIC_END

@@ -1,8 +1,11 @@
 // The C++ DSL: dense-layer bias, losses (TF 1.x tf.nn / tf.losses semantics).
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -36,3 +39,5 @@ Output sigmoid_cross_entropy_with_logits(const Output& logits, const Output& lab
                                          const std::string& name = "SigmoidCrossEntropyWithLogits");
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -1,11 +1,14 @@
 // The C++ DSL: evaluation metrics. accuracy is a plain op on one batch; auc is a
 // streaming metric (tf.metrics.auc): local variables accumulate over batches until reset.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -44,3 +47,5 @@ StreamingMetric auc(const Output& labels, const Output& predictions, const Outpu
                     int64_t num_thresholds = 200, const std::string& name = "auc");
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

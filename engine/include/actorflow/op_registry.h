@@ -1,6 +1,7 @@
 // Op definitions: what an op takes and gives, its attributes with defaults, and its shape
 // function. Registered statically from ops/ with AF_REGISTER_OP, as TF's REGISTER_OP.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <map>
 #include <memory>
@@ -8,6 +9,8 @@
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -90,3 +93,5 @@ struct OpRegistrar {
 
 #define AF_REGISTER_OP(name) \
   static ::actorflow::OpRegistrar AF_CONCAT(af_op_registrar_, __COUNTER__) = ::actorflow::OpDefBuilder(name)
+
+AF_PUBLIC_END

@@ -16,6 +16,7 @@
 // relative only.) Their initializers ignore the caller's control dependencies, as
 // TF's init_scope, so minimize() may be called under ControlDependencies.
 #pragma once
+#include "actorflow/api.h"
 #include <map>
 #include <string>
 #include <utility>
@@ -23,6 +24,8 @@
 
 #include "actorflow/gradients.h"
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -224,3 +227,5 @@ std::pair<optim::GradsAndVars, Output> clip_by_global_norm(const optim::GradsAnd
 }  // namespace train
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

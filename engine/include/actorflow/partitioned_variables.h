@@ -10,6 +10,7 @@
 //                                                  af::fixed_size_partitioner(4));
 //   af::Output rows = af::embedding_lookup(emb, ids, "div");  // gathers on each shard's device
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -18,6 +19,8 @@
 
 #include "actorflow/graph.h"
 #include "actorflow/variables.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -99,3 +102,5 @@ Output embedding_lookup(const std::vector<Output>& params, const Output& ids, co
                         const std::string& name = "embedding_lookup");
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -1,6 +1,7 @@
 // State that outlives a step: variables, owned by the session (or the parameter server
 // that hosts them), looked up by the kernels of the nodes that read and update them.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <map>
 #include <memory>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -52,3 +55,5 @@ class ResourceMgr {
 };
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

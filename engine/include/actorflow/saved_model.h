@@ -6,12 +6,15 @@
 //   weights.safetensors   every variable the prediction reads, by node name
 //   signature.txt         "input <node>" and "output <node>:<index>"
 #pragma once
+#include "actorflow/api.h"
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "actorflow/saver.h"
 #include "actorflow/session.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -42,3 +45,5 @@ class ServedModel {
 };
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -6,6 +6,7 @@
 // of the header and of the data (whole and per tensor) in "__metadata__"; readers verify
 // them when present and accept plain safetensors files written by other tools.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -15,6 +16,8 @@
 #include "actorflow/graph.h"
 #include "actorflow/session.h"
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -90,3 +93,5 @@ class Saver {
 };
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -2,6 +2,7 @@
 // and implemented by the runtime layer (local actors) or the network layer (a cluster),
 // through factories registered at link time, as TF's SessionFactory.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <memory>
 #include <string>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -200,3 +203,5 @@ class Session {
 };
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

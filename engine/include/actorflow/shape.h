@@ -1,10 +1,13 @@
 // Tensor shapes. At graph-building time a dimension may be unknown (-1), and a whole
 // shape may have unknown rank; at run time every shape is fully defined.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -47,3 +50,5 @@ class Shape {
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -5,10 +5,13 @@
 // Result<T> (Session::create, run, Saver::save, SummaryWriter::create, the readers).
 // Nothing throws across actors.
 #pragma once
+#include "actorflow/api.h"
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -124,3 +127,5 @@ inline void throw_if_error(const Status& s) {
 
 #define AF_ASSIGN_OR_RETURN(lhs, expr) \
   AF_ASSIGN_OR_RETURN_IMPL(AF_CONCAT(_af_res_, __LINE__), lhs, expr)
+
+AF_PUBLIC_END

@@ -21,6 +21,7 @@
 // Every writer call returns a Status: a full disk must not end a training run, so the
 // loop decides what a failed summary means.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,8 @@
 
 #include "actorflow/graph.h"
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -131,3 +134,5 @@ Output merge_all(Graph& g, const std::string& collection = kCollection);
 Result<std::vector<std::string>> read_tfrecords(const std::string& path);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

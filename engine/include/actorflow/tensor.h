@@ -1,6 +1,7 @@
 // Tensor: a dtype, a shape and a reference-counted, 64-byte aligned buffer tagged with
 // its device. Copies share the buffer (cheap); clone() copies the data.
 #pragma once
+#include "actorflow/api.h"
 #include <array>
 #include <cstring>
 #include <functional>
@@ -15,6 +16,8 @@
 #include "actorflow/dtype.h"
 #include "actorflow/shape.h"
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -317,3 +320,5 @@ Tensor Tensor::from(
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -10,12 +10,15 @@
 // Decoding validates everything and never crashes on bad input: corrupt bytes give
 // data_loss (resource_exhausted when memory runs out).
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "actorflow/status.h"
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -70,3 +73,5 @@ struct CodecCounts {
 CodecCounts codec_counts();
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

@@ -3,6 +3,7 @@
 //   uint64 length, masked CRC-32C of those 8 bytes, data, masked CRC-32C of the data
 // (all little-endian), the format of TensorFlow's TFRecordWriter.
 #pragma once
+#include "actorflow/api.h"
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::tfrecord {
 
@@ -38,3 +41,5 @@ Result<std::vector<std::string>> split_records(std::string_view file, const std:
 std::string record_error(const std::string& what, size_t index, size_t offset, const RecordAt& r);
 
 }  // namespace actorflow::tfrecord
+
+AF_PUBLIC_END

@@ -2,11 +2,14 @@
 // get_variable with variable scopes, so that a model built twice under a reusing scope
 // shares its weights.
 #pragma once
+#include "actorflow/api.h"
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -97,3 +100,5 @@ class VariableScope {
 };
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

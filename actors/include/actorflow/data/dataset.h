@@ -3,6 +3,7 @@
 // rows downstream only against credits from its consumer, so reading, parsing, shuffling,
 // batching and training overlap with bounded memory.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,6 +12,8 @@
 
 #include "actorflow/data/readers.h"
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::data {
 
@@ -63,3 +66,5 @@ class Iterator {
 };
 
 }  // namespace actorflow::data
+
+AF_PUBLIC_END

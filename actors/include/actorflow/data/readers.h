@@ -3,6 +3,7 @@
 // tf.train.Example codec for record payloads. Every error names the file and the record
 // (line number or byte offset).
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::data {
 
@@ -139,3 +142,5 @@ Status convert_csv_to_records(const std::string& csv, const std::string& records
 Status convert_libsvm_to_records(const std::string& libsvm, const std::string& records);
 
 }  // namespace actorflow::data
+
+AF_PUBLIC_END

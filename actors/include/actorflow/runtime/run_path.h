@@ -6,6 +6,9 @@
 // their sessions. A session can turn colocation and the caller's thread off for itself
 // alone (GraphOptimizerOptions in session.h); it gets each only when both allow it.
 #pragma once
+#include "actorflow/api.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::runtime {
 
@@ -50,3 +53,5 @@ class ScopedRunPath {
 };
 
 }  // namespace actorflow::runtime
+
+AF_PUBLIC_END

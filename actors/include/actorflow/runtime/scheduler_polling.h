@@ -6,7 +6,10 @@
 // doubled the CPU time per step and halved the examples per second. Such processes wait
 // on a condition variable instead, woken when work is enqueued.
 #pragma once
+#include "actorflow/api.h"
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::runtime {
 
@@ -25,3 +28,5 @@ struct SchedulerPolling {
 Status set_scheduler_polling(SchedulerPolling p);
 
 }  // namespace actorflow::runtime
+
+AF_PUBLIC_END

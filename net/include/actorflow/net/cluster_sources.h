@@ -5,12 +5,15 @@
 // Errors are invalid_argument and name the variable or flag, the field and the value:
 //   TF_CONFIG: task.index 5 is out of range for job 'worker' (2 tasks)
 #pragma once
+#include "actorflow/api.h"
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "actorflow/net/cluster_spec.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -78,3 +81,5 @@ Result<ClusterSpec> resolve_cluster(const ClusterOptions& options, const Environ
 Result<ClusterSpec> resolve_cluster(const ClusterOptions& options);
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

@@ -3,6 +3,7 @@
 // for every launcher; cluster_sources.h fills it from flags, a JSON file, TF_CONFIG,
 // Slurm or Open MPI.
 #pragma once
+#include "actorflow/api.h"
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -91,3 +94,5 @@ class ClusterSpec {
 };
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

@@ -8,6 +8,7 @@
 // again: rank 0 then publishes a new generation in the store and the others, waiting for a
 // generation they have not used, join it.
 #pragma once
+#include "actorflow/api.h"
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,8 @@
 
 #include "actorflow/collective.h"
 #include "actorflow/net/cluster_spec.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -65,3 +68,5 @@ struct TcpBytes {
 TcpBytes process_tcp_bytes();
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

@@ -7,12 +7,15 @@
 //   std::cout << (*d)->port();  // the port the OS chose
 //   (*d)->stop();               // drains steps in flight, closes connections
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -120,3 +123,5 @@ int wait_until_stopped(NodeDaemon& daemon);
 Status request_shutdown(const std::string& host, uint16_t port, const std::string& reason, int timeout_ms = 10000);
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

@@ -1,11 +1,14 @@
 // Slurm's compressed lists, expanded as `scontrol show hostnames` and Slurm's task
 // counts do, so a launcher's environment can be read without calling scontrol.
 #pragma once
+#include "actorflow/api.h"
 #include <string_view>
 #include <vector>
 #include <string>
 
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -18,3 +21,5 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view list);
 Result<std::vector<int>> expand_tasks_per_node(std::string_view list);
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

@@ -1,9 +1,12 @@
 // How a program listening on port 0 tells whoever started it which port it got: the
 // --port_file of actorflow-node and actorflow-serve (tests and launchers read it).
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -14,3 +17,5 @@ namespace actorflow::net {
 Status write_port_file(const std::string& path, int port);
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

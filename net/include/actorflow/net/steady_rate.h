@@ -5,8 +5,11 @@
 // one to compare. The training loops (training_loop.h) report it as
 // TrainResult::steady_examples_per_second.
 #pragma once
+#include "actorflow/api.h"
 #include <chrono>
 #include <cstdint>
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -29,3 +32,5 @@ class SteadyRate {
 };
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

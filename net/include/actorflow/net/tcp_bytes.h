@@ -3,10 +3,13 @@
 // open at both ends count their difference, sockets opened in between count whole, and a
 // socket closed in between takes nothing away.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <map>
 
 #include "actorflow/net/collective.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -20,3 +23,5 @@ std::map<uint64_t, TcpSocketBytes> tcp_socket_bytes();
 TcpBytes tcp_bytes_between(const std::map<uint64_t, TcpSocketBytes>& before, const std::map<uint64_t, TcpSocketBytes>& now);
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

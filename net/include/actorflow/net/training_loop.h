@@ -23,6 +23,7 @@
 // Training ends when the global step reaches `epochs` epochs of the whole data (or
 // max_steps). Messages go to the options' streams; errors come back as Status.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <functional>
 #include <iostream>
@@ -36,6 +37,8 @@
 #include "actorflow/optimizers.h"
 #include "actorflow/session.h"
 #include "actorflow/net/training_task.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -173,3 +176,5 @@ Result<TrainResult> train_in_cluster(Graph& g, TrainableModel& m, const Training
                                      const std::function<TrainableModel(Graph&)>& build_tower = {});
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

@@ -13,6 +13,7 @@
 //     ... build the model under task->place(g), then train (training_loop.h) ...
 //   }
 #pragma once
+#include "actorflow/api.h"
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,8 @@
 #include "actorflow/dsl.h"
 #include "actorflow/net/cluster_spec.h"
 #include "actorflow/net/daemon.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
 
@@ -94,3 +97,5 @@ Result<std::unique_ptr<NodeDaemon>> start_task_daemon(const ClusterSpec& spec, c
 Result<std::unique_ptr<TrainingTask>> start_training_task(const ClusterSpec& spec, const TrainingTaskOptions& options);
 
 }  // namespace actorflow::net
+
+AF_PUBLIC_END

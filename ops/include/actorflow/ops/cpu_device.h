@@ -2,9 +2,12 @@
 // thread pool. Eigen stays out of this header; kernels reach the Eigen::ThreadPoolDevice
 // through native_handle() (see ops/cpu/eigen_device.h).
 #pragma once
+#include "actorflow/api.h"
 #include <memory>
 
 #include "actorflow/kernel.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -42,3 +45,5 @@ class CpuDevice final : public DeviceContext {
 CpuDevice* default_cpu_device();
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

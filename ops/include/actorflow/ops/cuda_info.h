@@ -8,9 +8,12 @@
 // without a GPU never maps CUDA's libraries. $AF_GPU_MODULE=<path> loads that module file
 // without looking for device nodes; $AF_GPU_MODULE=off never loads one (no GPUs).
 #pragma once
+#include "actorflow/api.h"
 #include <string>
 
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -28,3 +31,5 @@ bool cuda_module_loaded();
 Status cuda_self_test(int index);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

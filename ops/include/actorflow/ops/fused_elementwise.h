@@ -9,6 +9,7 @@
 // "names", optional, the name of the node each instruction replaces (for messages). The
 // last instruction's result is the node's output.
 #pragma once
+#include "actorflow/api.h"
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,6 +17,8 @@
 
 #include "actorflow/graph.h"
 #include "actorflow/status.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow::fused_elementwise {
 
@@ -51,3 +54,5 @@ struct Program {
 Result<Program> parse_program(const Node& n, int num_inputs);
 
 }  // namespace actorflow::fused_elementwise
+
+AF_PUBLIC_END

@@ -10,11 +10,14 @@
 // outputs there. _CopyToDevice and _CopyToHost (ops/defs/copy_ops.cpp) move tensors
 // across, on the copy streams.
 #pragma once
+#include "actorflow/api.h"
 #include <chrono>
 
 #include "actorflow/kernel.h"
 #include "actorflow/status.h"
 #include "actorflow/tensor.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -44,3 +47,5 @@ Status run_kernel_blocking(OpKernel& kernel, OpKernelContext& ctx,
                            std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 }  // namespace actorflow
+
+AF_PUBLIC_END

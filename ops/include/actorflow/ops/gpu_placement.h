@@ -5,11 +5,14 @@
 // Pure functions of the graph; local sessions call them for every plan whose nodes ask for
 // a GPU (actors/src/gpu_plan.cpp) and insert the copies.
 #pragma once
+#include "actorflow/api.h"
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "actorflow/graph.h"
+
+AF_PUBLIC_BEGIN
 
 namespace actorflow {
 
@@ -53,3 +56,5 @@ struct DeviceCrossing {
 std::vector<DeviceCrossing> device_crossings(const Graph& g, const GpuPlacement& p);
 
 }  // namespace actorflow
+
+AF_PUBLIC_END
