@@ -104,6 +104,14 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
                                                std::to_string(o.startup_timeout_ms) + " ms: " + last.message());
   };
   AF_ASSIGN_OR_RETURN(int64_t gstep, join());
+  const training::StepRecovery recovery{
+      .log = &log,
+      .self = task.self,
+      .context = task.describe(),
+      .awaited = "the group to form again",
+      .back = "the group",
+      .rejoin = join,
+      .note = [&] { return resumed_from.empty() ? std::string() : " (restored " + resumed_from + ")"; }};
   const int64_t start_step = gstep;
   if (!resumed_from.empty()) *o.out << "resuming from " << resumed_from << " at step " << gstep << std::endl;
   *o.out << task.describe() << ": training to global step " << target << " (allreduce over " << n << " workers, "
@@ -124,8 +132,7 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   // bytes away from the sum.
   const auto tcp0 = tcp_socket_bytes();
   const uint64_t reduced0 = group->bytes_sent();
-  int64_t local_steps = 0, examples = 0, first_count = 0;
-  training::RecentLoss recent(steps_per_epoch);
+  training::StepTally tally(steps_per_epoch);
   // The chief checkpoints every epoch (or save_checkpoint_steps) and every
   // save_checkpoint_secs: what a restart after a lost worker goes back to.
   const int64_t save_every = o.save_checkpoint_steps > 0 ? o.save_checkpoint_steps : steps_per_epoch;
@@ -142,30 +149,17 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
       if (m.training.valid()) feeds.push_back({m.training, Tensor::scalar(true)});
       if (o.slow_step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.slow_step_ms));
       auto out = sess.run({m.loss, new_step}, feeds);
-      if (!out.ok() && retryable(out.status())) {
-        log << log_time() << " " << task.self << ": the step at global step " << gstep << " failed ("
-            << out.status().to_string() << "); waiting for the group to form again" << std::endl;
-        AF_ASSIGN_OR_RETURN(gstep, join());
-        log << log_time() << " " << task.self << ": the group is back at global step " << gstep
-            << (resumed_from.empty() ? std::string() : " (restored " + resumed_from + ")") << std::endl;
+      if (!out.ok()) {
+        AF_RETURN_IF_ERROR(recovery.after(out.status(), gstep));
         next_save = (gstep / save_every + 1) * save_every;
         continue;
       }
-      if (!out.ok()) return out.status().with_context(task.describe() + " at global step " + std::to_string(gstep));
-      double loss = (*out)[0].element_as_double(0);
-      gstep = (*out)[1].item<int64_t>();
-      ++local_steps;
-      examples += static_cast<int64_t>(e - b);
-      if (first_count < 20) {
-        r.first_loss += loss;
-        ++first_count;
-      }
-      recent.add(loss);
+      const double loss = tally.add(*out, e - b, gstep);
       steady.update(gstep - start_step, (gstep - start_step) * examples_per_step);
       if (!task.is_chief) continue;
-      if (writer && local_steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
+      if (writer && tally.local_steps() % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       if (gstep >= next_report) {
-        training::report_progress(o, gstep, target, recent.mean(), started);
+        training::report_progress(o, gstep, target, tally.recent_loss(), started);
         next_report = gstep + std::max<int64_t>(1, target / 10);
       }
       if ((gstep >= next_save || training::save_period_passed(o, last_save)) && gstep < target) {
@@ -180,15 +174,11 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   r.model_bytes = training::model_bytes(g);
   // What this worker put on the wire per step (TCP bytes its peers acknowledged), the
   // all-reduce's share of 2 (n - 1) / n of the model and the rest (the daemons' beats).
-  if (local_steps > 0) {
+  if (const int64_t local_steps = tally.local_steps(); local_steps > 0) {
     r.wire_bytes_per_step = static_cast<double>(sent.acked) / static_cast<double>(local_steps);
     r.allreduce_bytes_per_step = static_cast<double>(group->bytes_sent() - reduced0) / static_cast<double>(local_steps);
   }
-  r.steps = gstep;
-  r.epochs = static_cast<int>(gstep / steps_per_epoch);
-  r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
-  r.last_loss = recent.mean();
-  r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
+  tally.finish(r, gstep, steps_per_epoch);
   r.steady_examples_per_second = steady.per_second(gstep - start_step, (gstep - start_step) * examples_per_step);
   if (!task.is_chief) return r;
   // Every replica holds the same weights: the chief's evaluation is the cluster's.

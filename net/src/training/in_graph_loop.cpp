@@ -3,7 +3,6 @@
 #include <numeric>
 #include <random>
 
-#include "actorflow/log_time.h"
 #include "actorflow/net/steady_rate.h"
 #include "training/loop_support.h"
 
@@ -96,6 +95,15 @@ Result<TrainResult> train_in_graph(Graph& g, TrainableModel& m, const std::funct
   const int64_t start_step = gstep;
   // A lost tower task is waited for (every step spans it); a lost ps is restored.
   auto recover = [&] { return training::recover_cluster(sess, uninitialized, &saver, o, task.self, towers_answer); };
+  const training::StepRecovery recovery{.log = &log,
+                                        .self = task.self,
+                                        .context = task.self,
+                                        .awaited = "the cluster to recover",
+                                        .back = "the cluster",
+                                        .rejoin = [&]() -> Result<int64_t> {
+                                          AF_RETURN_IF_ERROR(recover());
+                                          return read_step();
+                                        }};
   *o.out << task.self << ": in-graph replication over " << towers_n << " towers, training to global step " << target
          << " (" << steps_per_epoch << " steps per epoch)" << std::endl;
   std::optional<SummaryWriter> writer = training::chief_summaries(g, o);
@@ -106,8 +114,7 @@ Result<TrainResult> train_in_graph(Graph& g, TrainableModel& m, const std::funct
   TrainResult r;
   auto started = Clock::now();
   const training::TrafficMark traffic0;
-  int64_t first_count = 0, examples = 0;
-  training::RecentLoss recent(steps_per_epoch);
+  training::StepTally tally(steps_per_epoch);
   SteadyRate steady(kWarmupStepsPerWorker);  // every step runs every tower
   auto last_save = Clock::now();
   const int64_t save_every = o.save_checkpoint_steps > 0 ? o.save_checkpoint_steps : steps_per_epoch;
@@ -126,24 +133,12 @@ Result<TrainResult> train_in_graph(Graph& g, TrainableModel& m, const std::funct
         if (tower.training.valid()) feeds.push_back({tower.training, Tensor::scalar(true)});
       }
       auto out = sess.run({m.loss, new_step}, feeds);
-      if (!out.ok() && retryable(out.status())) {
-        log << log_time() << " " << task.self << ": the step at global step " << gstep << " failed ("
-            << out.status().to_string() << "); waiting for the cluster to recover" << std::endl;
-        AF_RETURN_IF_ERROR(recover());
-        AF_ASSIGN_OR_RETURN(gstep, read_step());
-        log << log_time() << " " << task.self << ": the cluster is back at global step " << gstep << std::endl;
+      if (!out.ok()) {
+        AF_RETURN_IF_ERROR(recovery.after(out.status(), gstep));
         continue;
       }
-      if (!out.ok()) return out.status().with_context(task.self + " at global step " + std::to_string(gstep));
-      double loss = (*out)[0].element_as_double(0);
-      gstep = (*out)[1].item<int64_t>();
-      examples += static_cast<int64_t>(e - b);
-      steady.update(gstep - start_step, examples);
-      if (first_count < 20) {
-        r.first_loss += loss;
-        ++first_count;
-      }
-      recent.add(loss);
+      const double loss = tally.add(*out, e - b, gstep);
+      steady.update(gstep - start_step, tally.examples());
       if (writer && gstep % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
       if ((gstep % save_every == 0 || training::save_period_passed(o, last_save)) && gstep < target) {
         Status saved = saver.save(sess, o.checkpoint_dir, gstep);
@@ -154,13 +149,9 @@ Result<TrainResult> train_in_graph(Graph& g, TrainableModel& m, const std::funct
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  r.steady_examples_per_second = steady.per_second(gstep - start_step, examples);
+  r.steady_examples_per_second = steady.per_second(gstep - start_step, tally.examples());
   training::note_traffic(r, traffic0, gstep - start_step, g);
-  r.steps = gstep;
-  r.epochs = static_cast<int>(gstep / steps_per_epoch);
-  r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
-  r.last_loss = recent.mean();
-  r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
+  tally.finish(r, gstep, steps_per_epoch);
   // The evaluation and the final checkpoint read every variable: restore a ps lost since.
   AF_RETURN_IF_ERROR(recover());
   AF_RETURN_IF_ERROR(training::chief_finish(sess, m, data, o, task, saver, writer, gstep, r));

@@ -136,6 +136,37 @@ void RecentLoss::add(double loss) {
   }
 }
 
+double StepTally::add(const std::vector<Tensor>& fetched, size_t rows, int64_t& gstep) {
+  double loss = fetched[0].element_as_double(0);
+  gstep = fetched[1].item<int64_t>();
+  ++local_steps_;
+  examples_ += static_cast<int64_t>(rows);
+  if (first_count_ < 20) {
+    first_sum_ += loss;
+    ++first_count_;
+  }
+  recent_.add(loss);
+  return loss;
+}
+
+void StepTally::finish(TrainResult& r, int64_t gstep, int64_t steps_per_epoch) const {
+  r.steps = gstep;
+  r.epochs = static_cast<int>(gstep / steps_per_epoch);
+  r.first_loss = first_count_ ? first_sum_ / static_cast<double>(first_count_) : 0;
+  r.last_loss = recent_.mean();
+  r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples_) / r.seconds : 0;
+}
+
+Status StepRecovery::after(const Status& failed, int64_t& gstep) const {
+  if (!retryable(failed)) return failed.with_context(context + " at global step " + std::to_string(gstep));
+  *log << log_time() << " " << self << ": the step at global step " << gstep << " failed (" << failed.to_string()
+       << "); waiting for " << awaited << std::endl;
+  AF_ASSIGN_OR_RETURN(gstep, rejoin());
+  *log << log_time() << " " << self << ": " << back << " is back at global step " << gstep << (note ? note() : std::string())
+       << std::endl;
+  return Status::OK();
+}
+
 int64_t model_bytes(const Graph& g) {
   int64_t n = 0;
   for (int id : g.collection("trainable_variables")) {

@@ -1,6 +1,7 @@
 // What the cluster training loops (ps_loop.cpp, in_graph_loop.cpp, allreduce_loop.cpp)
 // share: waiting for the cluster, recovering lost variables, the schedule, the data
-// shard, the loss window and the traffic counters.
+// shard, the tally of steps and losses, going on after a failed step and the traffic
+// counters.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -89,6 +90,43 @@ class RecentLoss {
   size_t cap_;
   std::deque<double> window_;
   double sum_ = 0;
+};
+
+// What a loop counts of its own steps, for its TrainResult.
+class StepTally {
+ public:
+  // `recent_steps`: the window of RecentLoss.
+  explicit StepTally(int64_t recent_steps) : recent_(recent_steps) {}
+  // A step done: its fetches begin {loss, the global step after it}, and it trained on
+  // `rows` examples. Returns the loss and sets `gstep`.
+  double add(const std::vector<Tensor>& fetched, size_t rows, int64_t& gstep);
+  int64_t local_steps() const { return local_steps_; }
+  int64_t examples() const { return examples_; }
+  double recent_loss() const { return recent_.mean(); }
+  // steps, epochs, first_loss, last_loss and this task's examples_per_second (r.seconds
+  // set before).
+  void finish(TrainResult& r, int64_t gstep, int64_t steps_per_epoch) const;
+
+ private:
+  int64_t local_steps_ = 0, examples_ = 0, first_count_ = 0;
+  double first_sum_ = 0;  // of the first 20 losses
+  RecentLoss recent_;
+};
+
+// How a loop carries on after a step failed because a task was lost: it says so on the
+// log, waits (`rejoin`, which returns the global step to go on from), and says so again.
+struct StepRecovery {
+  std::ostream* log = nullptr;
+  std::string self;      // who says it: the task's name
+  std::string context;   // who failed, for an error waiting cannot cure
+  std::string awaited;   // "the cluster to recover": what the loop waits for
+  std::string back;      // "the cluster": what "is back at global step N"
+  std::function<Result<int64_t>()> rejoin;
+  std::function<std::string()> note = {};  // said after the global step it is back at
+
+  // The step at `gstep` failed with `failed`: OK, with `gstep` where training goes on,
+  // once a retryable failure is waited out; the error otherwise.
+  Status after(const Status& failed, int64_t& gstep) const;
 };
 
 // The trainable variables' bytes.

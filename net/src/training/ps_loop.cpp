@@ -5,7 +5,6 @@
 #include <random>
 #include <thread>
 
-#include "actorflow/log_time.h"
 #include "actorflow/net/steady_rate.h"
 #include "training/loop_support.h"
 
@@ -88,6 +87,17 @@ Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingDat
   auto recover = [&] {
     return training::recover_cluster(sess, uninitialized, task.is_chief ? &*saver : nullptr, o, task.self);
   };
+  // A lost task: wait until the cluster answers again; if a ps came back without its
+  // variables, the chief restores the last checkpoint.
+  const training::StepRecovery recovery{.log = &log,
+                                        .self = task.self,
+                                        .context = task.describe(),
+                                        .awaited = "the cluster to recover",
+                                        .back = "the cluster",
+                                        .rejoin = [&]() -> Result<int64_t> {
+                                          AF_RETURN_IF_ERROR(recover());
+                                          return read_step();
+                                        }};
   auto last_save = Clock::now();
   if (!resumed_from.empty()) out_s << "resuming from " << resumed_from << " at step " << gstep << std::endl;
   out_s << task.describe() << ": training to global step " << target << " (" << sync_mode_name(o.sync_mode) << ", "
@@ -109,9 +119,8 @@ Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingDat
   Tensor val_y = data.y_test.slice_rows(0, val_x.dim(0));
   auto started = Clock::now();
   const training::TrafficMark traffic0;
-  int64_t local_steps = 0, examples = 0, first_count = 0;
   // This worker's share of an epoch's steps (in sync mode each step is all of theirs).
-  training::RecentLoss recent(sync ? steps_per_epoch : steps_per_epoch / std::max(1, task.num_workers));
+  training::StepTally tally(sync ? steps_per_epoch : steps_per_epoch / std::max(1, task.num_workers));
   const int64_t save_every = o.save_checkpoint_steps > 0 ? o.save_checkpoint_steps : steps_per_epoch;
   int64_t next_save = (gstep / save_every + 1) * save_every;
   int64_t next_report = gstep + std::max<int64_t>(1, target / 10);
@@ -133,35 +142,20 @@ Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingDat
       } else {
         fetches.push_back(new_step);
         if (ssp) {
-          feeds.push_back({clock, Tensor::scalar<int64_t>(local_steps + 1)});
+          feeds.push_back({clock, Tensor::scalar<int64_t>(tally.local_steps() + 1)});
           fetches.push_back(clock_out);
         }
       }
       auto out = sess.run(fetches, feeds);
-      if (!out.ok() && retryable(out.status())) {
-        // A task was lost. Wait until the cluster answers again; if a ps came back
-        // without its variables, the chief restores the last checkpoint.
-        log << log_time() << " " << task.self << ": the step at global step " << gstep << " failed ("
-            << out.status().to_string() << "); waiting for the cluster to recover" << std::endl;
-        AF_RETURN_IF_ERROR(recover());
-        AF_ASSIGN_OR_RETURN(gstep, read_step());
-        log << log_time() << " " << task.self << ": the cluster is back at global step " << gstep << std::endl;
+      if (!out.ok()) {
+        AF_RETURN_IF_ERROR(recovery.after(out.status(), gstep));
         continue;
       }
-      if (!out.ok()) return out.status().with_context(task.describe() + " at global step " + std::to_string(gstep));
-      double loss = (*out)[0].element_as_double(0);
-      gstep = (*out)[1].item<int64_t>();
-      ++local_steps;
-      examples += static_cast<int64_t>(e - b);
-      if (first_count < 20) {
-        r.first_loss += loss;
-        ++first_count;
-      }
-      recent.add(loss);
+      const double loss = tally.add(*out, e - b, gstep);
       if (!task.is_chief) continue;
       steady.update(gstep - start_step, (gstep - start_step) * examples_per_step);
-      if (writer && local_steps % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
-      if (o.steps_to_validate > 0 && local_steps % o.steps_to_validate == 0) {
+      if (writer && tally.local_steps() % 10 == 0) (void)writer->add_scalar("loss", static_cast<float>(loss), gstep);
+      if (o.steps_to_validate > 0 && tally.local_steps() % o.steps_to_validate == 0) {
         double vl, va;
         Status validated = evaluate(sess, m, val_x, val_y, &vl, &va);
         if (!validated.ok() && retryable(validated)) continue;  // the next step finds out and recovers
@@ -172,7 +166,7 @@ Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingDat
         }
       }
       if (gstep >= next_report) {
-        training::report_progress(o, gstep, target, recent.mean(), started);
+        training::report_progress(o, gstep, target, tally.recent_loss(), started);
         next_report = gstep + std::max<int64_t>(1, target / 10);
       }
       if ((gstep >= next_save || training::save_period_passed(o, last_save)) && gstep < target) {
@@ -186,15 +180,11 @@ Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingDat
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   r.steady_examples_per_second = steady.per_second(gstep - start_step, (gstep - start_step) * examples_per_step);
-  training::note_traffic(r, traffic0, local_steps, g);
+  training::note_traffic(r, traffic0, tally.local_steps(), g);
   AF_RETURN_IF_ERROR(training::wait_for(log, "the ps tasks to take this worker's end of training",
                                         Clock::now() + std::chrono::milliseconds(o.startup_timeout_ms),
                                         [&] { return sess.run({}, {}, {done_op}).status(); }));
-  r.steps = gstep;
-  r.epochs = static_cast<int>(gstep / steps_per_epoch);
-  r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
-  r.last_loss = recent.mean();
-  r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
+  tally.finish(r, gstep, steps_per_epoch);
   if (!task.is_chief) return r;
 
   // The cluster's throughput: every worker's examples while the chief trained.
