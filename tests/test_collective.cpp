@@ -294,6 +294,36 @@ TEST_CASE("a lost member fails the others' step naming it, and the group forms a
   CHECK(max_difference(values(*sessions[0], *models[0]), values(*sessions[2], *models[2])) == 0.0f);
 }
 
+TEST_CASE("a group that cannot form names the member that never joined") {
+  auto d = start_store_daemon();
+  const int n = 3;
+  const uint16_t gone = dead_port();
+  // Ranks 0 and 1 form a group of 3; rank 2 (its daemon gone) never comes. One attempt
+  // each: the deadline is the collective timeout, so both fail on the same generation.
+  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
+  for (int r = 0; r < 2; ++r) {
+    auto o = group_options(r, n, *d, 1500);
+    o.member_daemons[2] = {"127.0.0.1", gone};
+    auto g = afn::GlooGroup::create(o);
+    REQUIRE(g.ok());
+    groups.push_back(*g);
+  }
+  const auto t0 = Clock::now();
+  std::vector<std::future<af::Status>> formed;
+  for (auto& g : groups)
+    formed.push_back(std::async(std::launch::async, [g] { return g->form(Clock::now() + std::chrono::milliseconds(1500)); }));
+  for (int r = 0; r < 2; ++r) {
+    af::Status s = formed[static_cast<size_t>(r)].get();
+    INFO("rank ", r, ": ", s.to_string());
+    CHECK(s.code() == af::Code::deadline_exceeded);
+    CHECK(s.message().find("rank 2 (/job:worker/task:2, daemon 127.0.0.1:" + std::to_string(gone) + ") never joined") !=
+          std::string::npos);
+    // The member present is not blamed.
+    CHECK(s.message().find("/job:worker/task:" + std::to_string(1 - r)) == std::string::npos);
+  }
+  CHECK(Clock::now() - t0 < std::chrono::seconds(5));
+}
+
 TEST_CASE("the process's TCP counters see bytes cross a socket") {
   auto d = start_store_daemon();
   std::vector<std::shared_ptr<afn::GlooGroup>> groups;

@@ -58,11 +58,18 @@ static_assert(sizeof(tcp_info) == 104, "glibc's tcp_info ends at tcpi_total_retr
 constexpr auto kStorePoll = std::chrono::milliseconds(10);
 constexpr auto kStoreRequestTimeout = std::chrono::seconds(5);
 constexpr const char* kGenerationKey = "generation";
+// Where each member says it has joined a generation, beside (not inside) Gloo's own keys:
+// what a failed rendezvous reads to name the members that never came.
+std::string joined_key(const std::string& gen, int rank) { return gen + "/joined/" + std::to_string(rank); }
 
 // Gloo's Store reports failures by throwing; these never leave this file (form() and the
 // group's thread catch every exception).
 struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+// The generation being joined was replaced by a newer one: no member is missing from it.
+struct Superseded : StoreError {
+  using StoreError::StoreError;
 };
 
 // The member's connection to the store's daemon, re-dialed when it drops (the chief's
@@ -146,7 +153,7 @@ class GenerationStore final : public gloo::rendezvous::Store {
         auto v = client_.get(key, until);
         if (v.ok()) break;
         if (v.status().code() != Code::not_found) throw StoreError(v.status().to_string());
-        if (abandon_ && abandon_()) throw StoreError("a newer generation of the group was published");
+        if (abandon_ && abandon_()) throw Superseded("a newer generation of the group was published");
         if (Clock::now() + kStorePoll >= until) throw StoreError("timed out waiting for '" + key + "' in the rendezvous store");
         std::this_thread::sleep_for(kStorePoll);
       }
@@ -270,7 +277,8 @@ class GlooGroupImpl final : public GlooGroup {
           }
           if (!v.ok() && v.status().code() != Code::not_found) return v.status();
           if (Clock::now() + kStorePoll >= deadline)
-            return deadline_exceeded(member(0) + " published no new generation of the collective group in time");
+            return deadline_exceeded(describe_member(0) + " published no new generation of the collective group in time" +
+                                     (attempt > 0 ? " (the last one: " + last.message() + ")" : std::string()));
           std::this_thread::sleep_for(kStorePoll);
         }
       }
@@ -280,6 +288,10 @@ class GlooGroupImpl final : public GlooGroup {
         auto v = store_.get(kGenerationKey, connect_deadline);
         return v.ok() && *v != gen;
       });
+      if (Status s = store_.set(joined_key(gen, opts_.rank), member(opts_.rank), connect_deadline); !s.ok()) {
+        last = s;
+        continue;
+      }
       try {
         // A fresh listener per generation: a member still holding an older generation's
         // addresses finds nothing there instead of a pair of the new one.
@@ -298,8 +310,14 @@ class GlooGroupImpl final : public GlooGroup {
         next_bucket_ = 0;
         ops_run_ = 0;
         return Status::OK();
-      } catch (const std::exception& e) {
+      } catch (const Superseded& e) {
         last = unavailable(std::string("forming the collective group (generation ") + gen + ") failed: " + e.what());
+      } catch (const std::exception& e) {
+        // After a member was lost, "timed out" alone leaves the operator guessing which
+        // task to restart.
+        std::string absent = absent_members(gen);
+        last = unavailable(std::string("forming the collective group (generation ") + gen + ") failed: " +
+                           (absent.empty() ? std::string() : absent + " never joined it; ") + e.what());
       }
       if (opts_.rank != 0) joined_ = gen;  // wait for the next one
     }
@@ -310,6 +328,33 @@ class GlooGroupImpl final : public GlooGroup {
   std::string member(int r) const {
     return r >= 0 && r < static_cast<int>(opts_.member_names.size()) ? opts_.member_names[static_cast<size_t>(r)]
                                                                      : "rank " + std::to_string(r);
+  }
+
+  // "rank 2 (/job:worker/task:2, daemon 10.0.0.3:2222)".
+  std::string describe_member(int r) const {
+    std::string s = "rank " + std::to_string(r);
+    std::string name = r < static_cast<int>(opts_.member_names.size()) ? opts_.member_names[static_cast<size_t>(r)] : "";
+    std::string daemon =
+        r < static_cast<int>(opts_.member_daemons.size()) ? opts_.member_daemons[static_cast<size_t>(r)].to_string() : "";
+    if (!name.empty() && !daemon.empty()) return s + " (" + name + ", daemon " + daemon + ")";
+    if (!name.empty() || !daemon.empty()) return s + " (" + name + daemon + ")";
+    return s;
+  }
+
+  // The members that never said they joined generation `gen`, as the store sees them
+  // now; "" when none is missing or the store cannot tell (it does not answer).
+  std::string absent_members(const std::string& gen) {
+    // Asked after the form deadline may have passed: a bound of its own.
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    std::string absent;
+    for (int r = 0; r < opts_.size; ++r) {
+      if (r == opts_.rank) continue;
+      auto v = store_.get(joined_key(gen, r), until);
+      if (v.ok()) continue;
+      if (v.status().code() != Code::not_found) return "";
+      absent += (absent.empty() ? "" : ", ") + describe_member(r);
+    }
+    return absent;
   }
 
   void enqueue(Op op) {
