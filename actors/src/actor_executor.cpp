@@ -13,6 +13,7 @@
 #include "cheap_ops.h"
 #include "graph_passes.h"
 #include "inline_step.h"
+#include "caller_unit.h"
 #include "node_actor.h"
 #include "run_placement.h"
 
@@ -197,6 +198,10 @@ class ActorExecutor final : public Executor {
     auto& sys = actor_system();
     auto has_actor = [&](size_t i) { return !nodes[i].inert && nodes[i].head == static_cast<int>(i); };
     for (size_t i = 0; i < nodes.size(); ++i) shared_->live_actors += has_actor(i) ? 1 : 0;
+    shared_->credits.resize(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (has_actor(i) && nodes[i].num_credits > 0)
+        shared_->credits[i] = std::make_unique<Credits>(nodes[i].num_credits, shared_->env.edge_capacity);
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!has_actor(i)) continue;
       shared_->actors[i] = sys.spawn<NodeActor>(shared_, static_cast<int>(i));
@@ -222,6 +227,9 @@ class ActorExecutor final : public Executor {
       live_.push_back(state);
       if (live_.size() > 64) prune_live();
     }
+    // Without a deadline the caller would only wait: it runs the step's actors itself
+    // while they are ready (caller_unit.h). With one, it must be free to stop waiting.
+    CallerUnit* unit = has_deadline ? nullptr : CallerUnit::acquire();
     for (size_t f = 0; f < feeds_.size(); ++f) {
       const Tensor& t = feeds[f];
       for (int r : feeds_[f].results) state->set_result(r, t);
@@ -231,12 +239,13 @@ class ActorExecutor final : public Executor {
         m.slot = slot;
         m.tensor = t;
         m.state = state;
-        caf::anon_send(shared_->actors[static_cast<size_t>(actor)], input_atom::value, std::move(m));
+        send_on(unit, shared_->actors[static_cast<size_t>(actor)], input_atom::value, std::move(m));
       }
     }
-    for (int s : sources_) caf::anon_send(shared_->actors[static_cast<size_t>(s)], start_atom::value, StartMsg{step, state});
+    for (int s : sources_) send_on(unit, shared_->actors[static_cast<size_t>(s)], start_atom::value, StartMsg{step, state});
     // The extra count taken at creation keeps the step open until every message is out.
     state->finish_one();
+    if (unit != nullptr) unit->run();
     return state;
   }
 

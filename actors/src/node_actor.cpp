@@ -8,7 +8,7 @@ namespace actorflow::runtime {
 
 NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index)
     : caf::event_based_actor(cfg), shared_(std::move(shared)), rt_(shared_->nodes[static_cast<size_t>(index)]), index_(index) {
-  credits_.assign(static_cast<size_t>(rt_.num_credits), shared_->env.edge_capacity);
+  if (rt_.num_credits > 0) credits_ = shared_->credits[static_cast<size_t>(index)].get();
   members_.resize(rt_.members.size());
   if (rt_.kernel->as_async() && rt_.node->op != "_Send" && rt_.node->op != "_Recv")
     async_label_ = rt_.node->op + " '" + rt_.node->name + "'";
@@ -29,22 +29,21 @@ caf::behavior NodeActor::make_behavior() {
         slot_for(m.step, m.state);
         try_fire();
       },
-      [this](credit_atom, int32_t credit) {
-        ++credits_[static_cast<size_t>(credit)];
-        try_fire();
-      },
+      // A consumer returned a credit while this actor waited for one.
+      [this](credit_atom) { try_fire(); },
       [this](done_atom, int64_t step) {
-        if (!running_ || running_->step != step) return;
-        std::unique_ptr<Running> r = std::move(running_);
-        if (!async_label_.empty()) r->state->async_done(async_label_);
-        finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
-        if (quit_when_idle_) {
-          quit(std::move(quit_reason_));
-          return;
-        }
-        try_fire();
+        on_async_done(step);
+        if (!quit_when_idle_) try_fire();
       },
   };
+}
+
+void NodeActor::on_async_done(int64_t step) {
+  if (!running_ || running_->step != step) return;
+  std::unique_ptr<Running> r = std::move(running_);
+  if (!async_label_.empty()) r->state->async_done(async_label_);
+  finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
+  if (quit_when_idle_) quit(std::move(quit_reason_));
 }
 
 NodeActor::Slot& NodeActor::slot_for(int64_t step, const std::shared_ptr<StepState>& state) {
@@ -84,8 +83,11 @@ void NodeActor::try_fire() {
   // Steps fire strictly in order, and only with a credit on every out edge: with both
   // rules, a finite credit count can never deadlock (the oldest step always has room).
   while (!running_ && !window_.empty() && window_.front().live && window_.front().remaining == 0) {
-    for (int c : credits_)
-      if (c <= 0) return;
+    if (credits_ && !credits_->all_positive()) {
+      credits_->starved.store(true);
+      if (!credits_->all_positive()) return;
+      credits_->starved.store(false);
+    }
     Slot s = std::move(window_.front());
     window_.pop_front();
     int64_t step = next_step_++;
@@ -121,7 +123,7 @@ void NodeActor::send_edge(const NodeRuntime& rt, const OutEdge& e, int64_t step,
   } else {
     m.tensor = t;
   }
-  --credits_[static_cast<size_t>(e.credit)];
+  credits_->count[static_cast<size_t>(e.credit)].fetch_sub(1);
   send(shared_->actors[static_cast<size_t>(e.consumer)], input_atom::value, std::move(m));
 }
 
@@ -148,15 +150,24 @@ void NodeActor::fire(Slot& s, int64_t step) {
     OpKernelContext& c = *ctx;
     running_->ctx = std::move(ctx);
     caf::actor self = caf::actor_cast<caf::actor>(this);
+    // A kernel that is done before compute_async returns (a _Send with a credit at hand,
+    // a _Recv whose tensor is already here) finishes right here, without a message to
+    // this actor: of the callback and the return, the later one finishes the node.
+    enum : int { kComputing, kDone, kReturned };
+    auto phase = std::make_shared<std::atomic<int>>(kComputing);
     try {
-      async->compute_async(c, [self, step] { caf::anon_send(self, done_atom::value, step); });
+      async->compute_async(c, [self, step, phase] {
+        if (phase->exchange(kDone) == kReturned) caf::anon_send(self, done_atom::value, step);
+      });
     } catch (...) {
       // The kernel never started its work, so no done message will come.
       std::unique_ptr<Running> r = std::move(running_);
       if (!async_label_.empty()) r->state->async_done(async_label_);
       r->ctx->fail(status_from_current_exception());
       finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
+      return;
     }
+    if (phase->exchange(kReturned) == kDone) on_async_done(step);
     return;
   }
   compute(rt_, std::move(s.inputs), step, s.state);
@@ -228,8 +239,12 @@ void NodeActor::finish(const NodeRuntime& rt, int64_t step, const std::shared_pt
                   send_edge(rt, e, step, failed ? kNone : outputs[o], failed, state, static_cast<int>(o));
               for (const OutEdge& e : rt.control_out) send_edge(rt, e, step, kNone, failed, state, -1);
             });
-  for (const InEdge& in : rt.in_edges)
-    if (in.producer >= 0) send(shared_->actors[static_cast<size_t>(in.producer)], credit_atom::value, static_cast<int32_t>(in.credit));
+  for (const InEdge& in : rt.in_edges) {
+    if (in.producer < 0) continue;
+    Credits& c = *shared_->credits[static_cast<size_t>(in.producer)];
+    c.count[static_cast<size_t>(in.credit)].fetch_add(1);
+    if (c.starved.exchange(false)) send(shared_->actors[static_cast<size_t>(in.producer)], credit_atom::value);
+  }
 }
 
 }  // namespace actorflow::runtime

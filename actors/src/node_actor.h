@@ -85,11 +85,32 @@ struct FeedRoute {
   std::vector<int> results;
 };
 
+// An actor's credits on its out edges (edge_capacity each), shared with its consumers:
+// a consumer hands a credit back by an atomic add, and sends a message only when the
+// producer has stopped for want of one. A chain of actors then exchanges one message per
+// hop, not two.
+struct Credits {
+  Credits(int n, int capacity) : count(new std::atomic<int>[static_cast<size_t>(n)]), size(n) {
+    for (int i = 0; i < n; ++i) count[static_cast<size_t>(i)].store(capacity, std::memory_order_relaxed);
+  }
+  bool all_positive() const {
+    for (int i = 0; i < size; ++i)
+      if (count[static_cast<size_t>(i)].load() <= 0) return false;
+    return true;
+  }
+  std::unique_ptr<std::atomic<int>[]> count;
+  int size;
+  // Set by the producer before it looks at its counts a last time; a consumer that finds
+  // it set after its add wakes the producer (one of the two always sees the other).
+  std::atomic<bool> starved{false};
+};
+
 struct ExecutorShared {
   ExecutorEnv env;
   std::shared_ptr<const OptimizedPlan> plan;  // owns the rewritten nodes NodeRuntime points at
   std::vector<NodeRuntime> nodes;
   std::vector<caf::actor> actors;
+  std::vector<std::unique_ptr<Credits>> credits;  // per node with an actor and out edges
   std::string device_name;
   // Set before the executor stops its actors: an actor exiting without it has died.
   std::atomic<bool> closing{false};
@@ -138,12 +159,15 @@ class NodeActor : public caf::event_based_actor {
   void on_input(EdgeMsg& m);
   void try_fire();
   void fire(Slot& s, int64_t step);
+  // Finishes the async kernel of `step` (its done callback has run), and quits if an
+  // exit waited for it.
+  void on_async_done(int64_t step);
   // Runs a synchronous kernel of this actor (its own or a colocated node's) and finishes it.
   void compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64_t step, const std::shared_ptr<StepState>& state);
   // Runs the colocated nodes for a step whose head has finished.
   void run_members(int64_t step, const std::shared_ptr<StepState>& state);
-  // Records a kernel's outcome and sends outputs, error tokens, fetches and credits
-  // (hands them over in place to colocated consumers).
+  // Records a kernel's outcome and sends outputs, error tokens and fetches (hands them
+  // over in place to colocated consumers), and returns its producers' credits.
   void finish(const NodeRuntime& rt, int64_t step, const std::shared_ptr<StepState>& state, OpKernelContext* ctx,
               std::shared_ptr<const Status> err, int64_t t0);
   void send_edge(const NodeRuntime& rt, const OutEdge& e, int64_t step, const Tensor& t,
@@ -157,7 +181,7 @@ class NodeActor : public caf::event_based_actor {
   std::string async_label_;
   std::deque<Slot> window_;  // window_[k] is step next_step_ + k
   int64_t next_step_ = 0;
-  std::vector<int> credits_;
+  Credits* credits_ = nullptr;  // null: no out edge to another actor
   std::unique_ptr<Running> running_;
   std::vector<MemberInputs> members_;  // per colocated node, reused every firing
   // An exit asked for while an async kernel runs waits for it: the kernel writes into
