@@ -37,7 +37,7 @@
 
 #include <asio.hpp>
 
-#include "../tests/child_process.h"
+#include "../tests/common/child_process.h"
 #include "harness/bench.h"
 
 namespace af = actorflow;

@@ -8,8 +8,8 @@ PKGS=(
   dataset-fashion-mnist python3-sklearn
   python3 python3-venv
   iperf3  # bench/run wire_throughput_*: the loopback TCP peer
-  openssl  # tests/test_net_tls.cpp makes its certificates with the openssl command
-  iproute2  # tests/test_net_link_cut.cpp: ip netns and a veth pair (as root)
+  openssl  # tests/net/test_net_tls.cpp makes its certificates with the openssl command
+  iproute2  # tests/net/test_net_link_cut.cpp: ip netns and a veth pair (as root)
   gdb  # scripts/chaos: every task's stacks when a run hangs (test_chaos prints them)
   libgloo-dev  # CPU all-reduce for --strategy allreduce
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # actorflow-serve's gRPC API

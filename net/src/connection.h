@@ -24,7 +24,7 @@
 //
 // Before authentication the connection reads exactly the bytes the frame reader still
 // wants, and at most kMaxPreAuthFrameBytes (768) in all (a genuine Hello and AuthProof
-// are under 300 bytes, 480 at the task name's limit: tests/test_net_frame.cpp checks), so
+// are under 300 bytes, 480 at the task name's limit: tests/net/test_net_frame.cpp checks), so
 // an unauthenticated peer can make it hold almost nothing.
 #pragma once
 #include <asio.hpp>

@@ -59,7 +59,7 @@ int64_t threaded_product_macs();
 // their bits (an MLP training step's 64x784x256 products and gradients: the samples'
 // figures) do not depend on how many threads run them. (That the column bands also give
 // one primitive's bits held on AVX2 machines, not on AVX-512 ones, where oneDNN blocks a
-// half-width product differently: tests/test_ops_matmul.cpp checks threads, not that.)
+// half-width product differently: tests/ops/test_ops_matmul.cpp checks threads, not that.)
 struct GemmBand {
   GemmShape shape;
   int64_t a_offset = 0, b_offset = 0, c_offset = 0, bias_offset = 0;

@@ -1,4 +1,4 @@
-// The model of the linear_regression sample, shared with tests/test_optimizers.cpp:
+// The model of the linear_regression sample, shared with tests/engine/test_optimizers_train.cpp:
 // y = 2x + 10 + noise, fitted one sample at a time with plain SGD, as the classic
 // TF 1.x tutorial does (placeholders of shape {} and a feed per point).
 #pragma once

@@ -34,7 +34,7 @@ def feature_bytes(values):
     return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
 
 
-# Kept in step with tests/test_data.cpp ("golden TFRecord file written by TensorFlow").
+# Kept in step with tests/actors/test_data.cpp ("golden TFRecord file written by TensorFlow").
 EXAMPLES = [
     {
         "id": feature_int64([0]),

@@ -17,7 +17,7 @@
 #include <limits>
 #include <random>
 
-#include "../actors/src/graph_passes.h"
+#include "../../actors/src/graph_passes.h"
 
 namespace af = actorflow;
 
@@ -452,6 +452,7 @@ TEST_CASE("AF_FUSE_ELEMENTWISE=0 turns the pass off for the process") {
   char self[4096] = {};
   REQUIRE(::readlink("/proc/self/exe", self, sizeof self - 1) > 0);
   const std::string cmd = std::string("AF_FUSE_ELEMENTWISE=0 '") + self +
-                          "' --test-case='env switch child*' --no-intro --no-version >/dev/null 2>&1";
+                          "' --source-file='*/test_elementwise_fusion.cpp' --test-case='env switch child*' --no-intro "
+                          "--no-version >/dev/null 2>&1";
   CHECK(std::system(cmd.c_str()) == 0);
 }

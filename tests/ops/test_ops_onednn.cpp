@@ -9,8 +9,8 @@
 
 #include "actorflow/ops/cpu_device.h"
 
-#include "../ops/cpu/onednn_conv.h"
-#include "../ops/cpu/onednn_matmul.h"
+#include "../../ops/cpu/onednn_conv.h"
+#include "../../ops/cpu/onednn_matmul.h"
 #include "test_util.h"
 
 namespace af = actorflow;

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "../net/src/store_service.h"
+#include "../../net/src/store_service.h"
 
 namespace af = actorflow;
 namespace afn = actorflow::net;

@@ -47,17 +47,24 @@ const std::map<std::string, std::vector<std::string>>& claims() {
 // Ops whose gradients are checked by finite differences in other test programs, and
 // which: the nn ops and their second-order gradient ops, the losses, BiasAdd.
 const std::map<std::string, std::string>& checked_elsewhere() {
+  // Paths under tests/.
   static const std::map<std::string, std::string> m = {
-      {"Conv2D", "test_ops_nn_grads.cpp"},        {"Conv2DBackpropInput", "test_ops_nn_grads.cpp"},
-      {"Conv2DBackpropFilter", "test_ops_nn_grads.cpp"}, {"MaxPool", "test_ops_nn_grads.cpp"},
-      {"MaxPoolGrad", "test_ops_nn_grads.cpp"},   {"MaxPoolGradGrad", "test_ops_nn_grads.cpp"},
-      {"AvgPool", "test_ops_nn_grads.cpp"},       {"AvgPoolGrad", "test_ops_nn_grads.cpp"},
-      {"FusedBatchNorm", "test_ops_nn_grads.cpp"}, {"BiasAdd", "test_losses.cpp"},
-      {"BiasAddGrad", "test_losses.cpp"},         {"L2Loss", "test_losses.cpp"},
-      {"SoftmaxCrossEntropyWithLogits", "test_losses.cpp"},
-      {"SparseSoftmaxCrossEntropyWithLogits", "test_losses.cpp"},
-      {"SigmoidCrossEntropyWithLogits", "test_losses.cpp"},
-      {"DynamicStitch", "test_partitioned_variables.cpp"}};
+      {"Conv2D", "ops/test_ops_nn_grads.cpp"},
+      {"Conv2DBackpropInput", "ops/test_ops_nn_grads.cpp"},
+      {"Conv2DBackpropFilter", "ops/test_ops_nn_grads.cpp"},
+      {"MaxPool", "ops/test_ops_nn_grads.cpp"},
+      {"MaxPoolGrad", "ops/test_ops_nn_grads.cpp"},
+      {"MaxPoolGradGrad", "ops/test_ops_nn_grads.cpp"},
+      {"AvgPool", "ops/test_ops_nn_grads.cpp"},
+      {"AvgPoolGrad", "ops/test_ops_nn_grads.cpp"},
+      {"FusedBatchNorm", "ops/test_ops_nn_grads.cpp"},
+      {"BiasAdd", "engine/test_losses.cpp"},
+      {"BiasAddGrad", "engine/test_losses.cpp"},
+      {"L2Loss", "engine/test_losses.cpp"},
+      {"SoftmaxCrossEntropyWithLogits", "engine/test_losses.cpp"},
+      {"SparseSoftmaxCrossEntropyWithLogits", "engine/test_losses.cpp"},
+      {"SigmoidCrossEntropyWithLogits", "engine/test_losses.cpp"},
+      {"DynamicStitch", "engine/test_partitioned_variables.cpp"}};
   return m;
 }
 

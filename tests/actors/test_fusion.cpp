@@ -15,7 +15,7 @@
 #include <cmath>
 #include <random>
 
-#include "../ops/cpu/onednn_matmul.h"
+#include "../../ops/cpu/onednn_matmul.h"
 
 namespace af = actorflow;
 namespace cpu = actorflow::cpu;
@@ -23,8 +23,11 @@ namespace cpu = actorflow::cpu;
 namespace {
 
 // The cases count one actor per node to see what the pass fused: cheap nodes must not
-// move into their producers' actors (or onto the caller's thread) here.
-const af::runtime::ScopedRunPath kOneActorPerNode(af::runtime::RunPath{false, false});
+// move into their producers' actors (or onto the caller's thread) here. Set per case, not
+// for the file: the other files of this test binary run with the default run path.
+struct OneActorPerNode {
+  af::runtime::ScopedRunPath one_actor_per_node_{af::runtime::RunPath{false, false}};
+};
 
 af::SessionOptions fusing(bool on, int threads = 2) {
   af::SessionOptions o;
@@ -78,7 +81,7 @@ struct Backend {
 
 }  // namespace
 
-TEST_CASE("fused and unfused steps agree: random shapes, transposes, dtypes, relu, both kernel paths") {
+TEST_CASE_FIXTURE(OneActorPerNode, "fused and unfused steps agree: random shapes, transposes, dtypes, relu, both kernel paths") {
   std::mt19937 rng(13);
   // (m, k, n): one row, small, around oneDNN's thresholds, and from 2^23 on (64x784x256,
   // 256^3: banded over 2 threads).
@@ -120,7 +123,7 @@ TEST_CASE("fused and unfused steps agree: random shapes, transposes, dtypes, rel
   }
 }
 
-TEST_CASE("a batched product (rank 3 against a matrix) fuses and takes MatMul's path") {
+TEST_CASE_FIXTURE(OneActorPerNode, "a batched product (rank 3 against a matrix) fuses and takes MatMul's path") {
   std::mt19937 rng(7);
   af::Graph g;
   auto a = af::placeholder(g, af::f32, {3, 5, 8}, "a");
@@ -137,7 +140,7 @@ TEST_CASE("a batched product (rank 3 against a matrix) fuses and takes MatMul's 
   check_near(on.out[0], off.out[0], 1e-5);
 }
 
-TEST_CASE("fetching an inner tensor of the chain keeps that link unfused, with the right values") {
+TEST_CASE_FIXTURE(OneActorPerNode, "fetching an inner tensor of the chain keeps that link unfused, with the right values") {
   std::mt19937 rng(3);
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {4, 6}, "x");
@@ -179,7 +182,7 @@ TEST_CASE("fetching an inner tensor of the chain keeps that link unfused, with t
   CHECK(run_counted(g, fusing(false), {y}, feeds).actors == 3);
 }
 
-TEST_CASE("control edges: the fused node waits for the chain's control inputs; waiters move to it") {
+TEST_CASE_FIXTURE(OneActorPerNode, "control edges: the fused node waits for the chain's control inputs; waiters move to it") {
   std::mt19937 rng(5);
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {2, 3}, "x");
@@ -217,7 +220,7 @@ TEST_CASE("control edges: the fused node waits for the chain's control inputs; w
   CHECK((*c)[0].item<float>() == 2.0f);
 }
 
-TEST_CASE("a bias that waits for the MatMul (a control edge inside the chain) is not fused into a cycle") {
+TEST_CASE_FIXTURE(OneActorPerNode, "a bias that waits for the MatMul (a control edge inside the chain) is not fused into a cycle") {
   std::mt19937 rng(9);
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {2, 3}, "x");
@@ -238,7 +241,7 @@ TEST_CASE("a bias that waits for the MatMul (a control edge inside the chain) is
   CHECK(on.out[0].equals(off.out[0]));
 }
 
-TEST_CASE("a training step of a small MLP: same losses and weights with the pass on and off") {
+TEST_CASE_FIXTURE(OneActorPerNode, "a training step of a small MLP: same losses and weights with the pass on and off") {
   auto train = [](bool fuse, int64_t* actors) {
     af::Graph g;
     g.set_seed(42);
@@ -292,7 +295,7 @@ TEST_CASE("a training step of a small MLP: same losses and weights with the pass
   }
 }
 
-TEST_CASE("x > 0 beside relu(x) reads relu(x) instead, so the chain fuses; any other reader stops it") {
+TEST_CASE_FIXTURE(OneActorPerNode, "x > 0 beside relu(x) reads relu(x) instead, so the chain fuses; any other reader stops it") {
   std::mt19937 rng(21);
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {4, 6}, "x");
@@ -323,7 +326,7 @@ TEST_CASE("x > 0 beside relu(x) reads relu(x) instead, so the chain fuses; any o
   CHECK(run_counted(g, fusing(true), {y, positive, half}, feeds).actors == 4);
 }
 
-TEST_CASE("_FusedMatMul has no gradient: the pass runs after autodiff") {
+TEST_CASE_FIXTURE(OneActorPerNode, "_FusedMatMul has no gradient: the pass runs after autodiff") {
   af::Graph g;
   auto a = af::placeholder(g, af::f32, {2, 3}, "a");
   auto w = af::variable(g, af::ones(g, {3, 2}), "w");

@@ -12,7 +12,7 @@
 #include <map>
 #include <set>
 
-#include "../actors/src/gpu_plan.h"
+#include "../../actors/src/gpu_plan.h"
 #include "interop/skip.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../samples/linear_regression/linear_regression.h"
+#include "../../samples/linear_regression/linear_regression.h"
 #include "test_util.h"
 
 namespace af = actorflow;

@@ -11,7 +11,7 @@
 
 #include <random>
 
-#include "../actors/src/graph_passes.h"
+#include "../../actors/src/graph_passes.h"
 
 namespace af = actorflow;
 

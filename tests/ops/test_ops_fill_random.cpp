@@ -7,7 +7,7 @@
 
 #include <actorflow/op_registry.h>
 
-#include "../ops/cpu/random_philox.h"
+#include "../../ops/cpu/random_philox.h"
 #include "test_util.h"
 
 namespace af = actorflow;

@@ -14,7 +14,7 @@
 #include <future>
 #include <thread>
 
-#include "../net/src/spin_wait.h"
+#include "../../net/src/spin_wait.h"
 
 namespace af = actorflow;
 namespace net = actorflow::net;
@@ -22,11 +22,19 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
+namespace {
+
 // These cases test the wire: sessions on this process's daemon dial it, as another
 // process's would, instead of calling it directly (and so pass its handshake).
-static const bool dial_own_daemon = [] { return setenv("AF_DIAL_OWN_DAEMON", "1", 1) == 0; }();
-
-namespace {
+// Set when the first case starts, not when the program loads: the other files of this
+// test binary keep the direct path. Never unset: setenv while other threads read the
+// environment is a race.
+struct DialOwnDaemon {
+  DialOwnDaemon() {
+    static const bool set = setenv("AF_DIAL_OWN_DAEMON", "1", 1) == 0;
+    (void)set;
+  }
+};
 
 long involuntary_switches() {
   rusage u{};
@@ -36,7 +44,7 @@ long involuntary_switches() {
 
 }  // namespace
 
-TEST_CASE("a SpinWait polls until its budget is spent (or its core is wanted), and not at all without one") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "a SpinWait polls until its budget is spent (or its core is wanted), and not at all without one") {
   net::SpinWait none(microseconds(0));
   CHECK_FALSE(none.again());
 
@@ -54,7 +62,7 @@ TEST_CASE("a SpinWait polls until its budget is spent (or its core is wanted), a
   CHECK_FALSE(wait.again());  // stays spent
 }
 
-TEST_CASE("a poller whose core another thread wants stops") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "a poller whose core another thread wants stops") {
   cpu_set_t was;
   REQUIRE(::sched_getaffinity(0, sizeof was, &was) == 0);
   int cpu = -1;
@@ -87,7 +95,7 @@ TEST_CASE("a poller whose core another thread wants stops") {
   CHECK_FALSE(wait.again());         // and it stays stopped
 }
 
-TEST_CASE("the polling io loop runs posted handlers and timers, and returns once stopped") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "the polling io loop runs posted handlers and timers, and returns once stopped") {
   asio::io_context io;
   auto guard = asio::make_work_guard(io);
   std::atomic<int> ran{0};
@@ -108,7 +116,7 @@ TEST_CASE("the polling io loop runs posted handlers and timers, and returns once
   REQUIRE(loop.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
 }
 
-TEST_CASE("the polling io loop returns when it runs out of work") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "the polling io loop returns when it runs out of work") {
   asio::io_context io;
   int ran = 0;
   asio::post(io, [&] { ++ran; });
@@ -117,7 +125,7 @@ TEST_CASE("the polling io loop returns when it runs out of work") {
   CHECK(ran == 1);
 }
 
-TEST_CASE("daemons that poll and daemons that never do give the same answers") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "daemons that poll and daemons that never do give the same answers") {
   for (int spin_us : {0, 200}) {
     CAPTURE(spin_us);
     net::DaemonOptions o;

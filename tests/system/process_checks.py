@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from loopback_ports import free_ports  # noqa: E402,F401  (shared with scripts/)
 
 FAILURES = []

@@ -12,9 +12,9 @@
 #include <random>
 #include <string>
 
-#include "../net/src/frame.h"
-#include "../net/src/frame_messages.h"
-#include "../net/src/handshake.h"
+#include "../../net/src/frame.h"
+#include "../../net/src/frame_messages.h"
+#include "../../net/src/handshake.h"
 #include "net.capnp.h"
 
 #include <capnp/message.h>

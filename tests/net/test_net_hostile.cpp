@@ -19,8 +19,8 @@
 #include <random>
 #include <thread>
 
-#include "../net/src/partition_service.h"
-#include "../net/src/peer_table.h"
+#include "../../net/src/partition_service.h"
+#include "../../net/src/peer_table.h"
 #include "interop/skip.h"
 #include "net_raw_client.h"
 #include "test_net_daemon_process.h"

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "../net/src/frame.h"
-#include "../net/src/frame_messages.h"
-#include "../net/src/handshake.h"
+#include "../../net/src/frame.h"
+#include "../../net/src/frame_messages.h"
+#include "../../net/src/handshake.h"
 #include "loopback_socket.h"
 
 namespace aftnet {

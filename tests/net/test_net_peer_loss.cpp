@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../net/src/connection_client.h"
+#include "../../net/src/connection_client.h"
 #include "test_net_daemon_process.h"
 
 namespace af = actorflow;

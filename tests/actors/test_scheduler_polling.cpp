@@ -2,6 +2,8 @@
 // session it governs every step of the process; after that it is refused. With no
 // polling, idle workers wait on a condition variable, so this also checks that steps
 // woken that way never stall (many small steps from several threads, each with a deadline).
+// Its one case must come before any session of its process: CTest runs this file alone
+// in its process, and no file of its test binary starts a session when the program loads.
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>

@@ -17,17 +17,25 @@
 #include <fstream>
 #include <thread>
 
-#include "../net/src/handshake.h"
-#include "../net/src/token.h"
+#include "../../net/src/handshake.h"
+#include "../../net/src/token.h"
 
 namespace af = actorflow;
 namespace an = actorflow::net;
 
+namespace {
+
 // These cases test the wire: sessions on this process's daemon dial it, as another
 // process's would, instead of calling it directly (and so pass its handshake).
-static const bool dial_own_daemon = [] { return setenv("AF_DIAL_OWN_DAEMON", "1", 1) == 0; }();
-
-namespace {
+// Set when the first case starts, not when the program loads: the other files of this
+// test binary keep the direct path. Never unset: setenv while other threads read the
+// environment is a race.
+struct DialOwnDaemon {
+  DialOwnDaemon() {
+    static const bool set = setenv("AF_DIAL_OWN_DAEMON", "1", 1) == 0;
+    (void)set;
+  }
+};
 
 struct Pair {
   an::Handshake client;
@@ -84,7 +92,7 @@ struct EnvVar {
 
 }  // namespace
 
-TEST_CASE("handshake: the right token authenticates both sides") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "handshake: the right token authenticates both sides") {
   auto p = make_pair("s3cret", "s3cret");
   run(p);
   REQUIRE(p.error.ok());
@@ -96,7 +104,7 @@ TEST_CASE("handshake: the right token authenticates both sides") {
   CHECK(p.client.peer_max_message_bytes() == (1u << 20));
 }
 
-TEST_CASE("handshake: a wrong token or no token is refused") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "handshake: a wrong token or no token is refused") {
   for (auto [client_token, daemon_token] : {std::pair{"wrong", "s3cret"}, std::pair{"", "s3cret"}, std::pair{"s3cret", ""}}) {
     auto p = make_pair(client_token, daemon_token);
     run(p);
@@ -107,7 +115,7 @@ TEST_CASE("handshake: a wrong token or no token is refused") {
   }
 }
 
-TEST_CASE("handshake: a recorded client handshake replayed to a daemon is refused") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "handshake: a recorded client handshake replayed to a daemon is refused") {
   auto recorded = make_pair("s3cret", "s3cret");
   run(recorded);
   REQUIRE(recorded.error.ok());
@@ -122,7 +130,7 @@ TEST_CASE("handshake: a recorded client handshake replayed to a daemon is refuse
   CHECK(std::get<an::HelloMsg>(recorded.client_sent[0]).nonce != fresh.hello().nonce);
 }
 
-TEST_CASE("handshake: reflected proofs, tampered Hellos, early frames are refused") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "handshake: reflected proofs, tampered Hellos, early frames are refused") {
   // The two proofs of one handshake differ (each names its prover), so neither side's
   // proof can be sent back as the other's.
   auto p = make_pair("s3cret", "s3cret");
@@ -180,7 +188,7 @@ TEST_CASE("handshake: reflected proofs, tampered Hellos, early frames are refuse
   CHECK_FALSE(k.daemon.on_message((*altered_proof)[0]).ok());
 }
 
-TEST_CASE("token: flag file, ACTORFLOW_TOKEN, ACTORFLOW_TOKEN_FILE; none says how to set one") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "token: flag file, ACTORFLOW_TOKEN, ACTORFLOW_TOKEN_FILE; none says how to set one") {
   std::string path = "/tmp/af_test_token_" + std::to_string(::getpid());
   std::ofstream(path) << "from-file-0123456789\n";
   CHECK(*an::load_token(path, {}) == "from-file-0123456789");
@@ -194,7 +202,7 @@ TEST_CASE("token: flag file, ACTORFLOW_TOKEN, ACTORFLOW_TOKEN_FILE; none says ho
   std::remove(path.c_str());
 }
 
-TEST_CASE("token: one shorter than 16 bytes is refused, with the command that makes a good one") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "token: one shorter than 16 bytes is refused, with the command that makes a good one") {
   for (auto short_token : {"s3cret", "fifteen-bytes-x"}) {
     auto env = an::load_token("", {{"ACTORFLOW_TOKEN", short_token}});
     REQUIRE_FALSE(env.ok());
@@ -216,7 +224,7 @@ TEST_CASE("token: one shorter than 16 bytes is refused, with the command that ma
   CHECK(d.status().message().find("at least 16") != std::string::npos);
 }
 
-TEST_CASE("daemon: without TLS it listens beyond loopback only when told the network is trusted") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "daemon: without TLS it listens beyond loopback only when told the network is trusted") {
   an::DaemonOptions o;
   o.token = "a-token-of-enough-bytes";
   o.log = [](const std::string&) {};
@@ -236,7 +244,7 @@ TEST_CASE("daemon: without TLS it listens beyond loopback only when told the net
   // (With --trusted_network it would bind every interface: not done in a test.)
 }
 
-TEST_CASE("daemon: no token refuses to start; --insecure only on loopback") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "daemon: no token refuses to start; --insecure only on loopback") {
   EnvVar t("ACTORFLOW_TOKEN", nullptr), tf("ACTORFLOW_TOKEN_FILE", nullptr);
   auto d = an::NodeDaemon::start({});
   REQUIRE_FALSE(d.ok());
@@ -253,7 +261,7 @@ TEST_CASE("daemon: no token refuses to start; --insecure only on loopback") {
   CHECK((*ok)->port() != 0);
 }
 
-TEST_CASE("daemon in process: right token runs, wrong token is refused, graphs freed on close") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "daemon in process: right token runs, wrong token is refused, graphs freed on close") {
   std::vector<std::string> lines;
   std::mutex mu;
   an::DaemonOptions o;
@@ -301,7 +309,7 @@ TEST_CASE("daemon in process: right token runs, wrong token is refused, graphs f
   CHECK(shutdown);
 }
 
-TEST_CASE("a listener that never answers the handshake fails create() by the handshake timeout, saying so") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "a listener that never answers the handshake fails create() by the handshake timeout, saying so") {
   // A socket that accepts (the kernel's backlog does) and never speaks: not a daemon.
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(fd >= 0);

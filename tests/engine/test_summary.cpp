@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../engine/src/io/event_proto.h"
+#include "../../engine/src/io/event_proto.h"
 #include "actorflow/crc32c.h"
 #include "interop/interop.h"
 #include "interop/skip.h"

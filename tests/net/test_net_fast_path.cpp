@@ -15,7 +15,7 @@
 #include <future>
 #include <thread>
 
-#include "../net/src/connection_client.h"
+#include "../../net/src/connection_client.h"
 
 namespace af = actorflow;
 namespace net = actorflow::net;
@@ -25,7 +25,15 @@ namespace {
 
 // These cases test the wire: sessions on this process's daemon dial it, as another
 // process's would, instead of calling it directly.
-static const bool dial_own_daemon = [] { return setenv("AF_DIAL_OWN_DAEMON", "1", 1) == 0; }();
+// Set when the first case starts, not when the program loads: the other files of this
+// test binary keep the direct path. Never unset: setenv while other threads read the
+// environment is a race.
+struct DialOwnDaemon {
+  DialOwnDaemon() {
+    static const bool set = setenv("AF_DIAL_OWN_DAEMON", "1", 1) == 0;
+    (void)set;
+  }
+};
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -90,7 +98,7 @@ af::TensorMessage feed(const std::string& name, af::Tensor t) {
 
 }  // namespace
 
-TEST_CASE("steps of cheap kernels run on the daemon's io thread: right values, past a worker pool busy with a long step") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "steps of cheap kernels run on the daemon's io thread: right values, past a worker pool busy with a long step") {
   auto d = start_daemon(/*worker_threads=*/1);
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {3}, "x");
@@ -131,7 +139,7 @@ TEST_CASE("steps of cheap kernels run on the daemon's io thread: right values, p
   CHECK(during >= 10);
 }
 
-TEST_CASE("a kernel error in a step run on the io thread names the node and the daemon; the next step works") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "a kernel error in a step run on the io thread names the node and the daemon; the next step works") {
   auto d = start_daemon();
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {-1}, "x");
@@ -150,7 +158,7 @@ TEST_CASE("a kernel error in a step run on the io thread names the node and the 
   CHECK((*again)[0].to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
 }
 
-TEST_CASE("a caller driving an idle connection: a deadline ends a slow step, heartbeats keep a long one alive") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "a caller driving an idle connection: a deadline ends a slow step, heartbeats keep a long one alive") {
   // Both ends beat every 50 ms and drop a peer silent for 400 ms: a caller that waits on
   // its socket must still send the client's heartbeats.
   net::set_client_heartbeat(50, 400);
@@ -174,7 +182,7 @@ TEST_CASE("a caller driving an idle connection: a deadline ends a slow step, hea
   net::set_client_heartbeat(1000, 10000);
 }
 
-TEST_CASE("while one caller drives the connection, a second caller's step and a registration are answered") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "while one caller drives the connection, a second caller's step and a registration are answered") {
   auto d = start_daemon();
   auto deadline = Clock::now() + std::chrono::seconds(60);
   auto c = net::DaemonClient::connect("127.0.0.1", d->port(), "", target(*d), deadline);
@@ -233,7 +241,7 @@ TEST_CASE("while one caller drives the connection, a second caller's step and a 
   CHECK(r->fetched.at(0).tensor.item<float>() == 42.0f);
 }
 
-TEST_CASE("a step on the fast path fails, naming the daemon, when the daemon goes away") {
+TEST_CASE_FIXTURE(DialOwnDaemon, "a step on the fast path fails, naming the daemon, when the daemon goes away") {
   auto d = start_daemon();
   auto deadline = Clock::now() + std::chrono::seconds(60);
   auto c = net::DaemonClient::connect("127.0.0.1", d->port(), "", target(*d), deadline);

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../engine/src/io/safetensors.h"
+#include "../../engine/src/io/safetensors.h"
 #include "interop/interop.h"
 #include "interop/skip.h"
 #include "test_util.h"

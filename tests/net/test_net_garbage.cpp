@@ -12,9 +12,9 @@
 
 #include <random>
 
-#include "../net/src/frame.h"
-#include "../net/src/frame_messages.h"
-#include "../net/src/handshake.h"
+#include "../../net/src/frame.h"
+#include "../../net/src/frame_messages.h"
+#include "../../net/src/handshake.h"
 #include "net_raw_client.h"
 #include "test_net_daemon_process.h"
 
