@@ -79,7 +79,7 @@ class Server:
                 "--rest_api_port", "0", "--port", "0",
                 "--access_log", "false", "--file_system_poll_wait_seconds", "0"]
         if batching:
-            argv += ["--enable_batching", "--max_batch_size", str(CONNECTIONS), "--batch_timeout_micros", "1000"]
+            argv += ["--enable_batching", "--max_batch_size", str(CONNECTIONS)]
         self.argv = argv
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True,

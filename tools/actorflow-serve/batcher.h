@@ -4,7 +4,8 @@
 //
 // With batching, requests queue; a batch opens with the oldest request and closes when
 // it holds max_batch_size rows or batch_timeout after that request arrived, whichever
-// is first (TF Serving's BasicBatchScheduler). Requests for the same loaded version and
+// is first (TF Serving's BasicBatchScheduler); with no timeout, as soon as a worker takes
+// it. Requests for the same loaded version and
 // row shape merge into one step, whose rows are split back. `threads` workers run closed
 // batches; one batch collects at a time, so that while a step runs, the requests that
 // arrive meanwhile gather into the next batch rather than into a second small one.
@@ -28,7 +29,10 @@ namespace serve {
 struct BatchOptions {
   bool enabled = false;
   int64_t max_batch_size = 32;       // rows
-  int64_t batch_timeout_micros = 1000;
+  // 0 (TF Serving's default): a batch closes as soon as the worker is free, with the
+  // requests that arrived while the last step ran. Measured against 1000 us on the
+  // serving bench: the same saturated rate, and the p99 at half load 2.8 -> 1.7 ms.
+  int64_t batch_timeout_micros = 0;
   // Batch workers. One by default: a step already spreads over every core through the
   // session's intra-op threads, and steps at once split the queue into smaller batches
   // that contend for those cores (in-process, two one-row callers on 2 cores make 0.6x

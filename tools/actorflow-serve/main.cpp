@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))->capture_default_str();
   app.add_flag("--enable_batching", bo.enabled, "merge predict requests that arrive together into one step");
   app.add_option("--max_batch_size", bo.max_batch_size, "most rows in a merged step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch_timeout_micros", bo.batch_timeout_micros, "how long a request waits for others to join it")
+  app.add_option("--batch_timeout_micros", bo.batch_timeout_micros, "how long a request waits for others to join it (0: none; the requests that arrive while a step runs form the next batch)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--num_batch_threads", bo.threads, "threads running merged predict steps (with --enable_batching; without it a request's step runs on its HTTP thread)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max_enqueued_batches", bo.max_enqueued_batches,
