@@ -211,6 +211,28 @@ TEST_CASE("a snapshot read before an update is not changed by the update") {
   CHECK_FALSE(before.shares_buffer_with(returned));
 }
 
+TEST_CASE("a fetched variable value is a copy, a fed tensor handed back is the caller's own") {
+  af::Graph g;
+  auto w = af::variable(g, {3}, af::constant_initializer(2), "w");
+  auto x = af::placeholder(g, af::f32, {3}, "x");
+  auto same = af::identity(x);
+  auto sess = af::Session::create(g, each_backend()).value();
+  REQUIRE(sess.run_init().ok());
+  af::Tensor fed = af::Tensor::from_vector<float>({1, 2, 3}, {3});
+  auto out = sess.run({w, same}, {{x, fed}});
+  REQUIRE_MESSAGE(out.ok(), out.status().to_string());
+  // The variable's value is copied (an in-place update must not reach it); the feed is not.
+  CHECK((*out)[0].buffer_use_count() == 1);
+  CHECK((*out)[1].shares_buffer_with(fed));
+  auto call = sess.make_callable({same, w}, {x});
+  REQUIRE(call.ok());
+  auto again = (*call)({fed});
+  REQUIRE_MESSAGE(again.ok(), again.status().to_string());
+  CHECK((*again)[0].shares_buffer_with(fed));
+  CHECK((*again)[1].to_vector<float>() == std::vector<float>{2, 2, 2});
+  CHECK((*again)[1].buffer_use_count() == 1);
+}
+
 TEST_CASE("variable collections hold the right nodes") {
   af::Graph g;
   auto w = af::variable(g, af::zeros(g, {2}), "w");

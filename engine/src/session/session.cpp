@@ -78,13 +78,24 @@ namespace {
 
 // A fetched tensor is the caller's: one that still shares its buffer (a variable's value,
 // a constant) is copied, so a later update that writes a variable in place (a sparse
-// apply) never changes what an earlier run returned. Fresh results are not copied.
-Result<std::vector<Tensor>> owned(Result<std::vector<Tensor>> r) {
-  if (r.ok())
-    for (Tensor& t : *r)
-      if (t.valid() && t.buffer_use_count() > 1) t = t.clone();
+// apply) never changes what an earlier run returned. Fresh results are not copied, nor
+// is a fed tensor handed back (an Identity of a feed): its buffer is the caller's own,
+// and no variable ever takes a fed buffer (Assign copies).
+template <class FedTensor>
+Result<std::vector<Tensor>> owned(Result<std::vector<Tensor>> r, const std::vector<FedTensor>& feeds,
+                                  const Tensor& (*value)(const FedTensor&)) {
+  if (!r.ok()) return r;
+  for (Tensor& t : *r) {
+    if (!t.valid() || t.buffer_use_count() <= 1) continue;
+    bool fed = false;
+    for (const FedTensor& f : feeds) fed = fed || t.shares_buffer_with(value(f));
+    if (!fed) t = t.clone();
+  }
   return r;
 }
+
+const Tensor& fed_value(const std::pair<Output, Tensor>& f) { return f.second; }
+const Tensor& fed_value(const Tensor& t) { return t; }
 
 }  // namespace
 
@@ -95,7 +106,7 @@ Result<std::vector<Tensor>> Session::run(const RunOptions& options, const std::v
   for (auto& [o, t] : feeds) AF_RETURN_IF_ERROR(graph_->check_owns(o, "a feed"));
   for (auto& op : targets) AF_RETURN_IF_ERROR(graph_->check_owns(op, "a target"));
   RunRequest req{fetches, feeds, targets, options};
-  return owned(impl_->run(req));
+  return owned(impl_->run(req), feeds, &fed_value);
 }
 
 Result<Callable> Session::make_callable(const std::vector<Fetch>& fetches, const std::vector<Output>& feeds,
@@ -117,7 +128,7 @@ Result<std::vector<Tensor>> Callable::operator()(const std::vector<Tensor>& feed
   if (feeds.size() != num_feeds_)
     return invalid_argument("the callable takes " + std::to_string(num_feeds_) + " feed(s), got " +
                             std::to_string(feeds.size()));
-  return owned(step_->run(feeds, options));
+  return owned(step_->run(feeds, options), feeds, &fed_value);
 }
 
 namespace {
