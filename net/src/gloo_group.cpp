@@ -61,6 +61,8 @@ constexpr const char* kGenerationKey = "generation";
 // Where each member says it has joined a generation, beside (not inside) Gloo's own keys:
 // what a failed rendezvous reads to name the members that never came.
 std::string joined_key(const std::string& gen, int rank) { return gen + "/joined/" + std::to_string(rank); }
+// Set by rank 0 once a generation's pairs are connected.
+std::string formed_key(const std::string& gen) { return gen + "/formed"; }
 
 // Gloo's Store reports failures by throwing; these never leave this file (form() and the
 // group's thread catch every exception).
@@ -261,7 +263,8 @@ class GlooGroupImpl final : public GlooGroup {
     }
     fail_queued(unavailable("the collective group is being formed again"));
     Status last = unavailable("no attempt");
-    for (int attempt = 0; attempt < 10000 && Clock::now() < deadline; ++attempt) {
+    // A wait bounded by the deadline gives up kStorePoll before it: no attempt after that.
+    for (int attempt = 0; attempt < 10000 && Clock::now() + kStorePoll < deadline; ++attempt) {
       std::string gen;
       if (opts_.rank == 0) {
         gen = std::to_string(incarnation_) + "." + std::to_string(++formed_);
@@ -269,9 +272,12 @@ class GlooGroupImpl final : public GlooGroup {
       } else {
         // A generation this member has not joined yet: rank 0 publishes one each time
         // it forms the group, so a member never rejoins a group already torn down.
+        // One already formed without this member is stale to it: the group it names
+        // is torn down as soon as rank 0 sees this member's restart, and joining its
+        // addresses would only wait out a connect.
         while (true) {
           auto v = store_.get(kGenerationKey, deadline);
-          if (v.ok() && *v != joined_) {
+          if (v.ok() && *v != joined_ && store_.get(formed_key(*v), deadline).status().code() == Code::not_found) {
             gen = *v;
             break;
           }
@@ -282,17 +288,29 @@ class GlooGroupImpl final : public GlooGroup {
           std::this_thread::sleep_for(kStorePoll);
         }
       }
-      auto connect_deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(opts_.timeout_ms));
-      GenerationStore gs(store_, connect_deadline, [this, &gen, connect_deadline] {
-        if (opts_.rank == 0) return false;
-        auto v = store_.get(kGenerationKey, connect_deadline);
-        return v.ok() && *v != gen;
-      });
-      if (Status s = store_.set(joined_key(gen, opts_.rank), member(opts_.rank), connect_deadline); !s.ok()) {
+      // Superseded: rank 0 published a newer generation (it never supersedes itself).
+      auto superseded = [this, &gen](Clock::time_point until) {
+        return [this, &gen, until] {
+          if (opts_.rank == 0) return false;
+          auto v = store_.get(kGenerationKey, until);
+          return v.ok() && *v != gen;
+        };
+      };
+      if (Status s = store_.set(joined_key(gen, opts_.rank), member(opts_.rank), deadline); !s.ok()) {
         last = s;
         continue;
       }
       try {
+        // Every member arrives before any connects. Rank 0 waits for them until the
+        // form's deadline and never gives a generation up while a member may still be on
+        // its way: giving it up after the connect timeout let a member that came just
+        // then wait out that timeout in a generation no one else was in, and come just
+        // too late for the next one, over and over.
+        std::vector<std::string> everyone;
+        for (int r = 0; r < opts_.size; ++r) everyone.push_back(joined_key(gen, r));
+        GenerationStore(store_, deadline, superseded(deadline)).wait(everyone);
+        const auto connect_deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(opts_.timeout_ms));
+        GenerationStore gs(store_, connect_deadline, superseded(connect_deadline));
         // A fresh listener per generation: a member still holding an older generation's
         // addresses finds nothing there instead of a pair of the new one.
         gloo::transport::tcp::attr attr;
@@ -302,6 +320,7 @@ class GlooGroupImpl final : public GlooGroup {
         auto ctx = std::make_shared<gloo::rendezvous::Context>(opts_.rank, opts_.size);
         ctx->setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
         ctx->connectFullMesh(prefixed, device);
+        if (opts_.rank == 0) (void)store_.set(formed_key(gen), "1", deadline);
         std::lock_guard<std::mutex> lock(mu_);
         context_ = std::move(ctx);
         generation_ = gen;

@@ -294,6 +294,58 @@ TEST_CASE("a lost member fails the others' step naming it, and the group forms a
   CHECK(max_difference(values(*sessions[0], *models[0]), values(*sessions[2], *models[2])) == 0.0f);
 }
 
+TEST_CASE("rank 0 keeps its generation open for a member that comes after the collective timeout") {
+  auto d = start_store_daemon();
+  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
+  for (int r = 0; r < 2; ++r) {
+    auto g = afn::GlooGroup::create(group_options(r, 2, *d, 500));
+    REQUIRE(g.ok());
+    groups.push_back(*g);
+  }
+  auto first = std::async(std::launch::async, [g = groups[0]] { return g->form(Clock::now() + std::chrono::seconds(20)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // three collective timeouts
+  af::Status late = groups[1]->form(Clock::now() + std::chrono::seconds(20));
+  af::Status early = first.get();
+  REQUIRE_MESSAGE(early.ok(), early.to_string());
+  REQUIRE_MESSAGE(late.ok(), late.to_string());
+  // The first generation rank 0 published ("<incarnation>.1"): none was given up.
+  CHECK(groups[0]->generation().ends_with(".1"));
+  CHECK(groups[1]->generation() == groups[0]->generation());
+}
+
+TEST_CASE("a restarted member skips the generation that stands and joins the next at once") {
+  auto d = start_store_daemon();
+  constexpr int64_t kTimeoutMs = 3000;
+  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
+  for (int r = 0; r < 2; ++r) {
+    auto g = afn::GlooGroup::create(group_options(r, 2, *d, kTimeoutMs));
+    REQUIRE(g.ok());
+    groups.push_back(*g);
+  }
+  std::vector<std::future<af::Status>> formed;
+  for (auto& g : groups) formed.push_back(std::async(std::launch::async, [g] { return g->form(Clock::now() + std::chrono::seconds(20)); }));
+  for (auto& f : formed) REQUIRE(f.get().ok());
+  const std::string standing = groups[0]->generation();
+  // Rank 1 restarts (a fresh group) before rank 0 has seen it go: the generation in the
+  // store is still the one that stands, its addresses rank 0's pairs already connected.
+  groups[1].reset();
+  auto g1 = afn::GlooGroup::create(group_options(1, 2, *d, kTimeoutMs));
+  REQUIRE(g1.ok());
+  groups[1] = *g1;
+  const auto t0 = Clock::now();
+  auto back = std::async(std::launch::async, [g = groups[1]] { return g->form(Clock::now() + std::chrono::seconds(20)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  af::Status again = groups[0]->form(Clock::now() + std::chrono::seconds(20));
+  af::Status rejoined = back.get();
+  REQUIRE_MESSAGE(again.ok(), again.to_string());
+  REQUIRE_MESSAGE(rejoined.ok(), rejoined.to_string());
+  CHECK(groups[0]->generation() != standing);
+  CHECK(groups[1]->generation() == groups[0]->generation());
+  // Joining the standing generation would have waited out a connect timeout (or failed
+  // at once, by chance of which side of each pair listens).
+  CHECK(Clock::now() - t0 < std::chrono::milliseconds(kTimeoutMs));
+}
+
 TEST_CASE("a group that cannot form names the member that never joined") {
   auto d = start_store_daemon();
   const int n = 3;
