@@ -48,8 +48,9 @@ class GlooGroup : public CollectiveGroup {
   using Clock = std::chrono::steady_clock;
   static Result<std::shared_ptr<GlooGroup>> create(GlooGroupOptions options);
   // (Re)forms the group by `deadline`: rank 0 publishes a new generation, the others wait
-  // for one they have not joined yet; then Gloo connects every pair. Ops started before
-  // this returns fail.
+  // for one they have not joined yet and that is not formed without them; every member
+  // waits (to `deadline`) until all have arrived, then Gloo connects every pair within
+  // `timeout_ms`. Ops started before this returns fail.
   virtual Status form(Clock::time_point deadline) = 0;
   // The generation last formed ("" before the first).
   virtual std::string generation() const = 0;
