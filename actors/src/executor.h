@@ -74,9 +74,10 @@ class Executor {
   virtual Status health() const = 0;
 
   // How long the caller should busy-wait for a step of this executor: only while its
-  // steps are short (a moving average of their durations).
+  // waits are short (a moving average of how long callers waited for a step that was not
+  // done when start() returned).
   std::chrono::microseconds spin_budget() const {
-    // Twice the typical step, within [20, 200] us; long steps get the 20 us floor (a step
+    // Twice the typical wait, within [20, 200] us; long ones get the 20 us floor (a step
     // measured slow once, e.g. while cold, must not lock the caller into sleeping).
     int64_t avg_us = avg_step_ns_.load(std::memory_order_relaxed) / 1000;
     if (avg_us > 1000) return std::chrono::microseconds(20);

@@ -75,6 +75,7 @@ class StepState {
   // first (the step goes on; the caller stops waiting for it).
   bool wait(std::chrono::microseconds spin, std::chrono::steady_clock::time_point deadline = kNoDeadline,
             std::chrono::microseconds yield_for = std::chrono::microseconds(3000)) {
+    if (done()) return true;
     auto start = std::chrono::steady_clock::now();
     while (!done() && std::chrono::steady_clock::now() - start < spin)
       for (int i = 0; i < 64; ++i) cpu_relax();
