@@ -129,14 +129,16 @@ struct Shutdown {
 
 # The rendezvous store of a collective group (Gloo's rendezvous::Store), served by the
 # chief's daemon to the group's members over their authenticated connections: set a key,
-# or get it (not_found while absent; the member polls until its deadline). Keys live in
-# the namespace the member names (its job), bounded in size and count by the daemon.
+# or get it (not_found while absent; the member polls until its deadline), or erase every
+# key that starts with a prefix (a generation's keys once a newer one is published). Keys
+# live in the namespace the member names (its job), bounded in size and count by the daemon.
 struct StoreRequest {
   requestId @0 :UInt64;
-  set @1 :Bool;              # false: get
+  set @1 :Bool;              # false: get (or erase)
   space @2 :Text;            # the namespace (a job's name)
-  key @3 :Text;
+  key @3 :Text;              # with erasePrefix: the prefix
   value @4 :Data;            # set only
+  erasePrefix @5 :Bool;      # with set false: erase every key of the space starting with key
 }
 
 struct StoreReply {

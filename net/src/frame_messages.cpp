@@ -128,6 +128,7 @@ struct Writer {
     auto b = f.initStoreRequest();
     b.setRequestId(m.request_id);
     b.setSet(m.set);
+    b.setErasePrefix(m.erase_prefix);
     b.setSpace(text(m.space));
     b.setKey(text(m.key));
     b.setValue(bytes_of(m.value));
@@ -318,6 +319,7 @@ Result<Message> read_frame(wire::Frame::Reader f, TensorSource& tensors) {
       StoreRequestMsg m;
       m.request_id = r.getRequestId();
       m.set = r.getSet();
+      m.erase_prefix = r.getErasePrefix();
       AF_ASSIGN_OR_RETURN(m.space, budget.text(r.getSpace(), "store namespace"));
       AF_ASSIGN_OR_RETURN(m.key, budget.text(r.getKey(), "store key"));
       AF_RETURN_IF_ERROR(budget.take(r.getValue().size(), "store value"));

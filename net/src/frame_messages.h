@@ -96,6 +96,7 @@ struct ShutdownMsg {
 struct StoreRequestMsg {
   uint64_t request_id = 0;
   bool set = false;
+  bool erase_prefix = false;  // with set false: every key starting with `key` goes
   std::string space;
   std::string key;
   std::string value;

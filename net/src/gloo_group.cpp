@@ -114,6 +114,14 @@ class DaemonStoreClient {
     AF_ASSIGN_OR_RETURN(auto r, request(m, deadline));
     return r.status;
   }
+  // Every key that starts with `prefix` goes.
+  Status erase_prefix(const std::string& prefix, Clock::time_point deadline) {
+    StoreRequestMsg m;
+    m.erase_prefix = true;
+    m.key = prefix;
+    AF_ASSIGN_OR_RETURN(auto r, request(m, deadline));
+    return r.status;
+  }
   // The value, or not_found.
   Result<std::string> get(const std::string& key, Clock::time_point deadline) {
     StoreRequestMsg m;
@@ -269,6 +277,11 @@ class GlooGroupImpl final : public GlooGroup {
       if (opts_.rank == 0) {
         gen = std::to_string(incarnation_) + "." + std::to_string(++formed_);
         if (Status s = store_.set(kGenerationKey, gen, deadline); !s.ok()) return s;
+        // The last one's keys (its members', Gloo's, "formed") go: the store is bounded, and
+        // a job whose group forms again and again would fill it. A member still in it finds
+        // its keys gone and moves to this one.
+        if (!published_.empty()) (void)store_.erase_prefix(published_ + "/", deadline);
+        published_ = gen;
       } else {
         // A generation this member has not joined yet: rank 0 publishes one each time
         // it forms the group, so a member never rejoins a group already torn down.
@@ -365,6 +378,11 @@ class GlooGroupImpl final : public GlooGroup {
   std::string absent_members(const std::string& gen) {
     // Asked after the form deadline may have passed: a bound of its own.
     const auto until = Clock::now() + std::chrono::seconds(1);
+    // A generation rank 0 has replaced (and erased) tells nothing of who came.
+    if (opts_.rank != 0) {
+      auto current = store_.get(kGenerationKey, until);
+      if (!current.ok() || *current != gen) return "";
+    }
     std::string absent;
     for (int r = 0; r < opts_.size; ++r) {
       if (r == opts_.rank) continue;
@@ -561,6 +579,7 @@ class GlooGroupImpl final : public GlooGroup {
   DaemonStoreClient store_;
   uint64_t incarnation_ = 0;
   uint64_t formed_ = 0;
+  std::string published_;  // rank 0: the generation it published last
   std::string joined_;  // the generation this member joined last (form() only)
   std::atomic<uint64_t> bytes_sent_{0};
   std::vector<char> fusion_;  // the group thread's

@@ -13,6 +13,17 @@ StoreReplyMsg StoreService::handle(const StoreRequestMsg& m) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto key = std::make_pair(m.space, m.key);
+  if (!m.set && m.erase_prefix) {
+    auto it = values_.lower_bound(key);
+    size_t erased = 0;
+    while (it != values_.end() && it->first.first == m.space && it->first.second.starts_with(m.key)) {
+      bytes_ -= it->first.first.size() + it->first.second.size() + it->second.size();
+      it = values_.erase(it);
+      ++erased;
+    }
+    r.value = std::to_string(erased);
+    return r;
+  }
   auto it = values_.find(key);
   if (!m.set) {
     if (it == values_.end()) r.status = Status(Code::not_found, "no key '" + m.key + "' in the store yet");

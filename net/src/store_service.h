@@ -1,5 +1,7 @@
 // The rendezvous store a daemon serves to collective groups (Gloo's rendezvous::Store,
-// PyTorch's TCPStore on rank 0): keys in namespaces, set and get, nothing else. Every
+// PyTorch's TCPStore on rank 0): keys in namespaces, set, get and erase by prefix (a
+// group's rank 0 drops a generation's keys when it publishes the next, so that a long job
+// that forms its group again and again stays within the bounds), nothing else. Every
 // length comes from a peer: keys, namespaces and values are bounded, and so are the
 // entries and bytes the store holds in all, so a token holder cannot grow it without end.
 #pragma once

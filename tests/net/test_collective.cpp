@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../net/src/connection_client.h"
 #include "../../net/src/store_service.h"
 
 namespace af = actorflow;
@@ -341,6 +342,21 @@ TEST_CASE("a restarted member skips the generation that stands and joins the nex
   REQUIRE_MESSAGE(rejoined.ok(), rejoined.to_string());
   CHECK(groups[0]->generation() != standing);
   CHECK(groups[1]->generation() == groups[0]->generation());
+  // The store keeps the generation formed, not the one replaced.
+  auto client = an::DaemonClient::connect("127.0.0.1", d->port(), kToken, "store reader", Clock::now() + std::chrono::seconds(5));
+  REQUIRE(client.ok());
+  auto get = [&](const std::string& key) {
+    an::StoreRequestMsg m;
+    m.space = "test";
+    m.key = key;
+    auto r = (*client)->store(m, Clock::now() + std::chrono::seconds(5));
+    REQUIRE(r.ok());
+    return r->status.code();
+  };
+  CHECK(get(standing + "/joined/0") == af::Code::not_found);
+  CHECK(get(standing + "/formed") == af::Code::not_found);
+  CHECK(get(groups[0]->generation() + "/joined/1") == af::Code::ok);
+  CHECK(get(groups[0]->generation() + "/formed") == af::Code::ok);
   // Joining the standing generation would have waited out a connect timeout (or failed
   // at once, by chance of which side of each pair listens).
   CHECK(Clock::now() - t0 < std::chrono::milliseconds(kTimeoutMs));
@@ -457,4 +473,16 @@ TEST_CASE("the rendezvous store bounds what a peer may put in it") {
   CHECK(stored < 64);
   CHECK(stored >= 60);
   CHECK(ask(false, "job", "k").value == "v");  // what it holds stays
+  // Erasing by prefix frees what the keys held: the big values fit again.
+  an::StoreRequestMsg erase;
+  erase.erase_prefix = true;
+  erase.space = "job";
+  erase.key = "v";
+  auto erased = store.handle(erase);
+  CHECK(erased.status.ok());
+  CHECK(erased.value == std::to_string(stored));
+  CHECK(ask(false, "job", "k").value == "v");  // another prefix stays
+  CHECK(ask(false, "job", "v0").status.code() == af::Code::not_found);
+  CHECK(ask(true, "job", "v0", std::string(an::StoreService::kMaxValueBytes, 'v')).status.ok());
+  CHECK(store.entries() == 3);
 }
