@@ -16,7 +16,7 @@ from Python lists, many at once from threads so that REST and gRPC requests shar
 batches); GetModelMetadata's signature and GetModelStatus's state; and the error codes:
 UNAUTHENTICATED without the token or with a wrong one (on all three methods),
 NOT_FOUND for an unknown model or version, INVALID_ARGUMENT for a wrong shape, dtype or
-input name, an unknown signature and a metadata request without fields, each beside
+input name, a shape of a billion rows filled by one value, an unknown signature and a metadata request without fields, each beside
 REST's code for the same mistake. SIGTERM then ends the server with status 0. Then, on
 fresh servers: two models from --model_config_file picked by version and version_label; admission (--max_in_flight_requests gives RESOURCE_EXHAUSTED), an 8 MiB
 request, a call in flight at SIGTERM answered; TF Serving's warm-up file replayed, and a
@@ -293,6 +293,10 @@ def serve_and_check(build, work, rows):
             ("wrong shape", predictions.Predict, predict_request(tf.make_tensor_proto(rows[:2, :29])), auth,
              codes.INVALID_ARGUMENT),
             ("wrong dtype", predictions.Predict, predict_request(tf.make_tensor_proto(rows[:2].astype(np.float64))), auth,
+             codes.INVALID_ARGUMENT),
+            # TensorFlow's own rule (the last value repeats) asks for 120 GB in a few bytes.
+            ("one value for a billion rows", predictions.Predict,
+             predict_request(tf.make_tensor_proto(0.5, dtype=tf.float32, shape=[1_000_000_000, 30])), auth,
              codes.INVALID_ARGUMENT),
             ("wrong input name", predictions.Predict, predict_request(good, input_name="features"), auth,
              codes.INVALID_ARGUMENT),

@@ -21,6 +21,9 @@ using serve::TensorSpec;
 
 namespace {
 
+// What the largest request may carry, as actorflow-serve passes --max_body_bytes (1 MiB).
+constexpr int64_t kLimit = int64_t{1} << 20;
+
 tensorflow::TensorProto proto(tensorflow::DataType dtype, std::vector<int64_t> dims) {
   tensorflow::TensorProto p;
   p.set_dtype(dtype);
@@ -29,7 +32,7 @@ tensorflow::TensorProto proto(tensorflow::DataType dtype, std::vector<int64_t> d
 }
 
 std::string error_of(const tensorflow::TensorProto& p, const TensorSpec& spec) {
-  auto t = serve::tensor_from_proto(p, spec);
+  auto t = serve::tensor_from_proto(p, spec, kLimit);
   if (t.ok()) return "";
   CHECK(t.status().code() == af::Code::invalid_argument);
   return t.status().message();
@@ -48,7 +51,7 @@ TEST_CASE("needs protobuf: a TensorProto becomes the input tensor, or an error n
   auto p = proto(tensorflow::DT_FLOAT, {2, 3});
   std::vector<float> v = {1, 2, 3, 4, 5, 6};
   p.set_tensor_content(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
-  auto t = serve::tensor_from_proto(p, spec);
+  auto t = serve::tensor_from_proto(p, spec, kLimit);
   REQUIRE_MESSAGE(t.ok(), t.status().to_string());
   CHECK(t->shape() == af::Shape({2, 3}));
   CHECK(t->to_vector<float>() == v);
@@ -56,11 +59,11 @@ TEST_CASE("needs protobuf: a TensorProto becomes the input tensor, or an error n
   // float_val: all values, or fewer whose last one repeats (TensorFlow's rule).
   auto q = proto(tensorflow::DT_FLOAT, {2, 3});
   for (float x : {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}) q.add_float_val(x);
-  CHECK(serve::tensor_from_proto(q, spec)->to_vector<float>() == v);
+  CHECK(serve::tensor_from_proto(q, spec, kLimit)->to_vector<float>() == v);
   auto r = proto(tensorflow::DT_FLOAT, {2, 3});
   r.add_float_val(7);
   r.add_float_val(8);
-  CHECK(serve::tensor_from_proto(r, spec)->to_vector<float>() == std::vector<float>{7, 8, 8, 8, 8, 8});
+  CHECK(serve::tensor_from_proto(r, spec, kLimit)->to_vector<float>() == std::vector<float>{7, 8, 8, 8, 8, 8});
 
   // Refusals, each naming the input and what it expects.
   auto too_many = proto(tensorflow::DT_FLOAT, {1, 3});
@@ -90,24 +93,38 @@ TEST_CASE("needs protobuf: a TensorProto becomes the input tensor, or an error n
   // Sizes whose product overflows are refused before anything is allocated.
   auto huge = proto(tensorflow::DT_FLOAT, {int64_t{1} << 40, 3});
   CHECK(error_of(huge, spec).find("too many elements") != std::string::npos);
+  // One value would fill a shape of a billion rows: refused by what a request may carry,
+  // before the tensor is allocated. The limit itself is taken.
+  auto repeated = proto(tensorflow::DT_FLOAT, {1'000'000'000, 3});
+  repeated.add_float_val(1);
+  CHECK(error_of(repeated, spec).find("would take 12000000000 bytes, more than the " + std::to_string(kLimit)) !=
+        std::string::npos);
+  auto at_limit = proto(tensorflow::DT_FLOAT, {kLimit / 12, 3});
+  at_limit.add_float_val(2);
+  auto filled = serve::tensor_from_proto(at_limit, spec, kLimit);
+  REQUIRE_MESSAGE(filled.ok(), filled.status().to_string());
+  CHECK(filled->data<float>()[filled->num_elements() - 1] == 2.0f);
+  auto over = proto(tensorflow::DT_FLOAT, {kLimit / 12 + 1, 3});
+  over.add_float_val(2);
+  CHECK(error_of(over, spec).find("a request may carry") != std::string::npos);
 
   // Other dtypes: int64 from int64_val, uint8 from int_val, bool from bool_val.
   auto i = proto(tensorflow::DT_INT64, {2});
   i.add_int64_val(int64_t{1} << 40);
   i.add_int64_val(-5);
-  auto ti = serve::tensor_from_proto(i, TensorSpec{"ids", af::DType::i64, af::Shape({-1})});
+  auto ti = serve::tensor_from_proto(i, TensorSpec{"ids", af::DType::i64, af::Shape({-1})}, kLimit);
   REQUIRE(ti.ok());
   CHECK(ti->to_vector<int64_t>() == std::vector<int64_t>{int64_t{1} << 40, -5});
   auto u = proto(tensorflow::DT_UINT8, {1, 2});
   u.add_int_val(200);
   u.add_int_val(7);
-  auto tu = serve::tensor_from_proto(u, TensorSpec{"pixels", af::DType::u8, af::Shape({-1, 2})});
+  auto tu = serve::tensor_from_proto(u, TensorSpec{"pixels", af::DType::u8, af::Shape({-1, 2})}, kLimit);
   REQUIRE(tu.ok());
   CHECK(tu->data<uint8_t>()[0] == 200);
   CHECK(tu->data<uint8_t>()[1] == 7);
   auto b = proto(tensorflow::DT_BOOL, {3});
   b.add_bool_val(true);
-  auto tb = serve::tensor_from_proto(b, TensorSpec{"mask", af::DType::boolean, af::Shape({-1})});
+  auto tb = serve::tensor_from_proto(b, TensorSpec{"mask", af::DType::boolean, af::Shape({-1})}, kLimit);
   REQUIRE(tb.ok());
   CHECK(tb->element_as_double(2) == 1.0);
 #endif
@@ -138,7 +155,7 @@ TEST_CASE("needs protobuf: an output tensor becomes a TensorProto with its dtype
   // What the input decoder reads back is what was written.
   TensorSpec spec{"y", af::DType::f32, af::Shape({-1, 2})};
   REQUIRE(serve::tensor_to_proto(af::Tensor::from({{1.f, 2.f}, {3.f, 4.f}, {5.f, 6.f}}), &p).ok());
-  auto back = serve::tensor_from_proto(p, spec);
+  auto back = serve::tensor_from_proto(p, spec, kLimit);
   REQUIRE(back.ok());
   CHECK(back->to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
 #endif

@@ -139,7 +139,8 @@ class PredictionServiceImpl final : public tfs::PredictionService::CallbackServi
                                "too many Predict calls in flight (--max_in_flight_requests " +
                                    std::to_string(sh_.options.max_in_flight_requests) + "); try again later"));
     }
-    auto x = tensor_from_proto(in->second, TensorSpec{model.input_name, model.input_dtype, model.input_shape});
+    auto x = tensor_from_proto(in->second, TensorSpec{model.input_name, model.input_dtype, model.input_shape},
+                               sh_.options.max_message_bytes);
     if (!x.ok()) {
       sh_.predicts_in_flight.fetch_sub(1);
       return fail(to_grpc(x.status()));

@@ -1,5 +1,6 @@
 #include "tensor_proto.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace serve {
@@ -46,7 +47,7 @@ void fill(T* out, int64_t n, const Field& field) {
 
 }  // namespace
 
-af::Result<af::Tensor> tensor_from_proto(const tensorflow::TensorProto& proto, const TensorSpec& spec) {
+af::Result<af::Tensor> tensor_from_proto(const tensorflow::TensorProto& proto, const TensorSpec& spec, int64_t max_bytes) {
   // The message is built only for a refusal: a Predict that is taken pays nothing for it.
   auto fail = [&](const std::string& what) {
     return af::invalid_argument("input '" + spec.name + "' expects " + af::dtype_name(spec.dtype) + " of shape " + shape_text(spec.shape) +
@@ -72,6 +73,10 @@ af::Result<af::Tensor> tensor_from_proto(const tensorflow::TensorProto& proto, c
   }
   if (dims.empty() || dims[0] < 1) return fail("the request's tensor has no rows");
   const size_t bytes = static_cast<size_t>(n) * af::dtype_size(spec.dtype);
+  // Checked before the tensor is allocated: a typed field of one value fills any shape.
+  if (bytes > static_cast<size_t>(std::max<int64_t>(0, max_bytes)))
+    return fail("the request's tensor of " + std::to_string(n) + " values would take " + std::to_string(bytes) +
+                " bytes, more than the " + std::to_string(max_bytes) + " a request may carry");
   af::Tensor t(spec.dtype, af::Shape(dims));
   if (!proto.tensor_content().empty()) {
     if (proto.tensor_content().size() != bytes)

@@ -18,9 +18,12 @@ void shape_to_proto(const actorflow::Shape& shape, tensorflow::TensorShapeProto*
 // The tensor a TensorProto holds, if it is what `spec` asks for: the same dtype, the
 // spec's rank and dims (-1 takes any size), at least one row. Values come from
 // tensor_content or the dtype's typed field, as TensorFlow reads them (a typed field
-// shorter than the tensor repeats its last value). Every failure is invalid_argument
-// and names the input.
-actorflow::Result<actorflow::Tensor> tensor_from_proto(const tensorflow::TensorProto& proto, const TensorSpec& spec);
+// shorter than the tensor repeats its last value). The tensor takes at most `max_bytes`
+// (what the largest message could carry in tensor_content): by that rule a few bytes
+// could otherwise ask for any size. Every failure is invalid_argument and names the
+// input.
+actorflow::Result<actorflow::Tensor> tensor_from_proto(const tensorflow::TensorProto& proto, const TensorSpec& spec,
+                                                       int64_t max_bytes);
 
 // The output as a TensorProto with its dtype, shape and typed values.
 actorflow::Status tensor_to_proto(const actorflow::Tensor& t, tensorflow::TensorProto* out);

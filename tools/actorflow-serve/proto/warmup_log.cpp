@@ -12,6 +12,12 @@ namespace serve {
 
 namespace af = actorflow;
 
+namespace {
+// A replayed request's tensor: as large as a request to a server with a generous
+// --max_body_bytes could carry, no larger (a record of a few bytes may ask for any size).
+constexpr int64_t kMaxWarmupTensorBytes = int64_t{256} << 20;
+}  // namespace
+
 af::Result<std::vector<af::Tensor>> read_warmup_requests(const std::string& path, const LoadedModel& m, int64_t max_records) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return af::not_found("cannot read " + path);
@@ -32,7 +38,7 @@ af::Result<std::vector<af::Tensor>> read_warmup_requests(const std::string& path
     auto input = req.inputs().find(m.input_name);
     if (req.inputs().size() != 1 || input == req.inputs().end())
       return af::invalid_argument(where + ": the request does not have exactly the model's input '" + m.input_name + "'");
-    auto x = tensor_from_proto(input->second, TensorSpec{m.input_name, m.input_dtype, m.input_shape});
+    auto x = tensor_from_proto(input->second, TensorSpec{m.input_name, m.input_dtype, m.input_shape}, kMaxWarmupTensorBytes);
     if (!x.ok()) return af::invalid_argument(where + ": " + x.status().message());
     out.push_back(std::move(*x));
     offset = r.end;
