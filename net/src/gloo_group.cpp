@@ -301,14 +301,6 @@ class GlooGroupImpl final : public GlooGroup {
           std::this_thread::sleep_for(kStorePoll);
         }
       }
-      // Superseded: rank 0 published a newer generation (it never supersedes itself).
-      auto superseded = [this, &gen](Clock::time_point until) {
-        return [this, &gen, until] {
-          if (opts_.rank == 0) return false;
-          auto v = store_.get(kGenerationKey, until);
-          return v.ok() && *v != gen;
-        };
-      };
       if (Status s = store_.set(joined_key(gen, opts_.rank), member(opts_.rank), deadline); !s.ok()) {
         last = s;
         continue;
@@ -321,9 +313,9 @@ class GlooGroupImpl final : public GlooGroup {
         // too late for the next one, over and over.
         std::vector<std::string> everyone;
         for (int r = 0; r < opts_.size; ++r) everyone.push_back(joined_key(gen, r));
-        GenerationStore(store_, deadline, superseded(deadline)).wait(everyone);
+        GenerationStore(store_, deadline, [&] { return superseded(gen, deadline); }).wait(everyone);
         const auto connect_deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(opts_.timeout_ms));
-        GenerationStore gs(store_, connect_deadline, superseded(connect_deadline));
+        GenerationStore gs(store_, connect_deadline, [&] { return superseded(gen, connect_deadline); });
         // A fresh listener per generation: a member still holding an older generation's
         // addresses finds nothing there instead of a pair of the new one.
         gloo::transport::tcp::attr attr;
@@ -357,6 +349,13 @@ class GlooGroupImpl final : public GlooGroup {
   }
 
  private:
+  // Rank 0 published a newer generation than `gen` (it never supersedes itself).
+  bool superseded(const std::string& gen, Clock::time_point until) {
+    if (opts_.rank == 0) return false;
+    auto v = store_.get(kGenerationKey, until);
+    return v.ok() && *v != gen;
+  }
+
   std::string member(int r) const {
     return r >= 0 && r < static_cast<int>(opts_.member_names.size()) ? opts_.member_names[static_cast<size_t>(r)]
                                                                      : "rank " + std::to_string(r);
