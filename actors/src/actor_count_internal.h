@@ -1,4 +1,4 @@
-// The counter behind node_actors_spawned(), bumped where node actors are spawned.
+// The counters behind actor_count.h, bumped where node actors are spawned and steps start.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -6,5 +6,6 @@
 namespace actorflow::runtime {
 
 extern std::atomic<int64_t> g_node_actors_spawned;
+extern std::atomic<int64_t> g_steps_on_actors;
 
 }  // namespace actorflow::runtime

@@ -13,7 +13,7 @@
 #include "cheap_ops.h"
 #include "graph_passes.h"
 #include "inline_step.h"
-#include "caller_unit.h"
+#include "in_place_runner.h"
 #include "node_actor.h"
 #include "run_placement.h"
 
@@ -90,7 +90,10 @@ class ActorExecutor final : public Executor {
     }
     AF_ASSIGN_OR_RETURN(order_, topological_order(producers));
     std::vector<char> cheap(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) cheap[i] = is_cheap(*nodes[i].node, *nodes[i].kernel) ? 1 : 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      cheap[i] = is_cheap(*nodes[i].node, *nodes[i].kernel) ? 1 : 0;
+      nodes[i].cheap = cheap[i] != 0;
+    }
     RunPath path = run_path();
     path.colocate_cheap_ops = path.colocate_cheap_ops && env.colocate_cheap_ops;
     path.caller_runs_cheap_steps = path.caller_runs_cheap_steps && env.caller_runs_small_steps;
@@ -194,6 +197,7 @@ class ActorExecutor final : public Executor {
       if (rt.is_source) sources_.push_back(static_cast<int>(i));
     }
     shared_->actors.resize(nodes.size());
+    shared_->node_actors.resize(nodes.size(), nullptr);
     if (caller_runs_) return Status::OK();
     auto& sys = actor_system();
     auto has_actor = [&](size_t i) { return !nodes[i].inert && nodes[i].head == static_cast<int>(i); };
@@ -205,6 +209,7 @@ class ActorExecutor final : public Executor {
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!has_actor(i)) continue;
       shared_->actors[i] = sys.spawn<NodeActor>(shared_, static_cast<int>(i));
+      shared_->node_actors[i] = static_cast<NodeActor*>(caf::actor_cast<caf::abstract_actor*>(shared_->actors[i]));
       g_node_actors_spawned.fetch_add(1, std::memory_order_relaxed);
     }
     return Status::OK();
@@ -224,28 +229,34 @@ class ActorExecutor final : public Executor {
         return state;
       }
       step = next_step_++;
+      g_steps_on_actors.fetch_add(1, std::memory_order_relaxed);
       live_.push_back(state);
       if (live_.size() > 64) prune_live();
     }
     // Without a deadline the caller would only wait: it runs the step's actors itself
-    // while they are ready (caller_unit.h). With one, it must be free to stop waiting.
-    CallerUnit* unit = has_deadline ? nullptr : CallerUnit::acquire();
+    // while they are ready (in_place_runner.h). With one, it must be free to stop waiting.
+    InPlaceScope here(!has_deadline);
     for (size_t f = 0; f < feeds_.size(); ++f) {
       const Tensor& t = feeds[f];
       for (int r : feeds_[f].results) state->set_result(r, t);
       for (auto [actor, slot] : feeds_[f].consumers) {
-        EdgeMsg m;
-        m.step = step;
-        m.slot = slot;
-        m.tensor = t;
-        m.state = state;
-        send_on(unit, shared_->actors[static_cast<size_t>(actor)], input_atom::value, std::move(m));
+        auto m = std::make_unique<NodeMsg>(NodeMsg::Kind::input);
+        m->edge.step = step;
+        m->edge.slot = slot;
+        m->edge.tensor = t;
+        m->edge.state = state;
+        shared_->node_actors[static_cast<size_t>(actor)]->post(std::move(m));
       }
     }
-    for (int s : sources_) send_on(unit, shared_->actors[static_cast<size_t>(s)], start_atom::value, StartMsg{step, state});
+    for (int s : sources_) {
+      auto m = std::make_unique<NodeMsg>(NodeMsg::Kind::start);
+      m->edge.step = step;
+      m->edge.state = state;
+      shared_->node_actors[static_cast<size_t>(s)]->post(std::move(m));
+    }
     // The extra count taken at creation keeps the step open until every message is out.
     state->finish_one();
-    if (unit != nullptr) unit->run();
+    here.run();
     return state;
   }
 

@@ -1,41 +1,145 @@
 #include "node_actor.h"
 
+#include "in_place_runner.h"
 #include "node_done.h"
 
 #include "actorflow/tensor_codec.h"
 
 namespace actorflow::runtime {
 
+namespace {
+
+// Messages one owner handles per turn before the next ready actor gets the thread; what
+// is left then waits for the next turn.
+constexpr int kThroughput = 64;
+
+}  // namespace
+
 NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index)
     : caf::event_based_actor(cfg), shared_(std::move(shared)), rt_(shared_->nodes[static_cast<size_t>(index)]), index_(index) {
   if (rt_.num_credits > 0) credits_ = shared_->credits[static_cast<size_t>(index)].get();
   members_.resize(rt_.members.size());
-  if (rt_.kernel->as_async() && rt_.node->op != "_Send" && rt_.node->op != "_Recv")
+  async_ = rt_.kernel->as_async() != nullptr;
+  if (async_ && rt_.node->op != "_Send" && rt_.node->op != "_Recv")
     async_label_ = rt_.node->op + " '" + rt_.node->name + "'";
+  // The exit joins the inbox, so it takes effect between two messages of whoever owns
+  // it; quitting itself waits for a turn inside CAF (drain).
   set_exit_handler([this](caf::exit_msg& m) {
-    if (!running_) {
-      quit(std::move(m.reason));
-      return;
-    }
-    quit_when_idle_ = true;
-    quit_reason_ = std::move(m.reason);
+    auto msg = std::make_unique<NodeMsg>(NodeMsg::Kind::exit);
+    msg->reason = std::move(m.reason);
+    InPlaceScope scope(true);
+    push(msg.release());
+    if (try_own()) drain(true);
   });
+}
+
+NodeActor::~NodeActor() {
+  free_list(taken_);
+  free_list(inbox_.exchange(nullptr));
+}
+
+void NodeActor::free_list(NodeMsg* m) {
+  while (m != nullptr) delete std::exchange(m, m->next);
 }
 
 caf::behavior NodeActor::make_behavior() {
   return {
-      [this](input_atom, EdgeMsg& m) { on_input(m); },
-      [this](start_atom, StartMsg& m) {
-        slot_for(m.step, m.state);
-        try_fire();
-      },
-      // A consumer returned a credit while this actor waited for one.
-      [this](credit_atom) { try_fire(); },
-      [this](done_atom, int64_t step) {
-        on_async_done(step);
-        if (!quit_when_idle_) try_fire();
+      [this](run_atom) {
+        // A runner took the inbox back before this turn came (in_place_runner.h).
+        if (!handed_.exchange(false)) return;
+        InPlaceScope scope(true);
+        drain(true);
       },
   };
+}
+
+void NodeActor::push(NodeMsg* m) {
+  m->next = inbox_.load(std::memory_order_relaxed);
+  while (!inbox_.compare_exchange_weak(m->next, m)) {
+  }
+}
+
+void NodeActor::post(std::unique_ptr<NodeMsg> m) {
+  push(m.release());
+  // A closed actor has quit: like CAF's mailbox of an exited actor, its inbox keeps
+  // what arrives until the actor is freed, and the session's close cancels the steps.
+  if (try_own()) schedule_owned();
+}
+
+void NodeActor::schedule_owned() {
+  if (InPlaceRunner* r = InPlaceRunner::current()) r->add(this);
+  else hand_to_workers();
+}
+
+void NodeActor::hand_to_workers() {
+  handed_.store(true);
+  caf::anon_send(shared_->actors[static_cast<size_t>(index_)], run_atom::value);
+}
+
+void NodeActor::drain(bool in_caf) {
+  int handled = 0;
+  for (;;) {
+    if (quit_when_idle_ && !running_) {
+      if (!in_caf) {
+        // quit() is CAF's, for the actor's own turn: the inbox goes there, still owned.
+        hand_to_workers();
+        return;
+      }
+      state_.store(kClosed);
+      free_list(std::exchange(taken_, nullptr));
+      free_list(inbox_.exchange(nullptr));
+      quit(std::move(quit_reason_));
+      return;
+    }
+    if (taken_ == nullptr) {
+      // The stack holds the newest first: reversed, the inbox runs in posting order.
+      NodeMsg* m = inbox_.exchange(nullptr);
+      while (m != nullptr) {
+        NodeMsg* next = m->next;
+        m->next = taken_;
+        taken_ = m;
+        m = next;
+      }
+    }
+    if (taken_ == nullptr) {
+      // Letting go: a post that found the actor owned pushed first and then looked, so
+      // one of the two sees the other (both orders are sequentially consistent).
+      state_.store(kIdle);
+      if (inbox_.load() == nullptr || !try_own()) return;
+      continue;
+    }
+    if (handled == kThroughput) {
+      schedule_owned();
+      return;
+    }
+    std::unique_ptr<NodeMsg> m(std::exchange(taken_, taken_->next));
+    handle(*m);
+    ++handled;
+  }
+}
+
+void NodeActor::handle(NodeMsg& m) {
+  switch (m.kind) {
+    case NodeMsg::Kind::input:
+      on_input(m.edge);
+      break;
+    case NodeMsg::Kind::start:
+      slot_for(m.edge.step, m.edge.state);
+      try_fire();
+      break;
+    case NodeMsg::Kind::credit:
+      // A consumer returned a credit while this actor waited for one.
+      try_fire();
+      break;
+    case NodeMsg::Kind::done:
+      on_async_done(m.edge.step);
+      if (!quit_when_idle_) try_fire();
+      break;
+    case NodeMsg::Kind::exit:
+      quit_when_idle_ = true;
+      quit_reason_ = std::move(m.reason);
+      break;
+  }
 }
 
 void NodeActor::on_async_done(int64_t step) {
@@ -43,7 +147,6 @@ void NodeActor::on_async_done(int64_t step) {
   std::unique_ptr<Running> r = std::move(running_);
   if (!async_label_.empty()) r->state->async_done(async_label_);
   finish(rt_, r->step, r->state, r->ctx.get(), nullptr, r->t0);
-  if (quit_when_idle_) quit(std::move(quit_reason_));
 }
 
 NodeActor::Slot& NodeActor::slot_for(int64_t step, const std::shared_ptr<StepState>& state) {
@@ -120,7 +223,8 @@ void NodeActor::send_edge(const NodeRuntime& rt, const OutEdge& e, int64_t step,
     }
     return;
   }
-  EdgeMsg m;
+  auto msg = std::make_unique<NodeMsg>(NodeMsg::Kind::input);
+  EdgeMsg& m = msg->edge;
   m.step = step;
   m.slot = e.slot;
   m.state = state;
@@ -138,7 +242,7 @@ void NodeActor::send_edge(const NodeRuntime& rt, const OutEdge& e, int64_t step,
     m.tensor = t;
   }
   credits_->count[static_cast<size_t>(e.credit)].fetch_sub(1);
-  send(shared_->actors[static_cast<size_t>(e.consumer)], input_atom::value, std::move(m));
+  shared_->node_actors[static_cast<size_t>(e.consumer)]->post(std::move(msg));
 }
 
 void NodeActor::fire(Slot& s, int64_t step) {
@@ -163,15 +267,20 @@ void NodeActor::fire(Slot& s, int64_t step) {
     if (!async_label_.empty()) s.state->async_started(async_label_);
     OpKernelContext& c = *ctx;
     running_->ctx = std::move(ctx);
+    // The handle keeps this actor alive until a late callback has posted.
     caf::actor self = caf::actor_cast<caf::actor>(this);
+    NodeActor* me = this;
     // A kernel that is done before compute_async returns (a _Send with a credit at hand,
     // a _Recv whose tensor is already here) finishes right here, without a message to
     // this actor: of the callback and the return, the later one finishes the node.
     enum : int { kComputing, kDone, kReturned };
     auto phase = std::make_shared<std::atomic<int>>(kComputing);
     try {
-      async->compute_async(c, [self, step, phase] {
-        if (phase->exchange(kDone) == kReturned) caf::anon_send(self, done_atom::value, step);
+      async->compute_async(c, [self, me, step, phase] {
+        if (phase->exchange(kDone) != kReturned) return;
+        auto msg = std::make_unique<NodeMsg>(NodeMsg::Kind::done);
+        msg->edge.step = step;
+        me->post(std::move(msg));
       });
     } catch (...) {
       // The kernel never started its work, so no done message will come.
@@ -223,6 +332,11 @@ void NodeActor::run_members(int64_t step, const std::shared_ptr<StepState>& stat
 }
 
 void NodeActor::on_exit() {
+  // Normally drain() closed the inbox before it quit; an actor that CAF ended otherwise
+  // takes no message from here on either.
+  state_.store(kClosed);
+  free_list(std::exchange(taken_, nullptr));
+  free_list(inbox_.exchange(nullptr));
   if (shared_ && !shared_->closing.load(std::memory_order_acquire)) {
     Status dead = internal_error("the actor of " + rt_.node->op + " '" + rt_.node->name + "' stopped unexpectedly");
     {
@@ -257,7 +371,8 @@ void NodeActor::finish(const NodeRuntime& rt, int64_t step, const std::shared_pt
     if (in.producer < 0) continue;
     Credits& c = *shared_->credits[static_cast<size_t>(in.producer)];
     c.count[static_cast<size_t>(in.credit)].fetch_add(1);
-    if (c.starved.exchange(false)) send(shared_->actors[static_cast<size_t>(in.producer)], credit_atom::value);
+    if (c.starved.exchange(false))
+      shared_->node_actors[static_cast<size_t>(in.producer)]->post(std::make_unique<NodeMsg>(NodeMsg::Kind::credit));
   }
 }
 

@@ -24,15 +24,21 @@ struct EdgeMsg {
   std::shared_ptr<StepState> state;
 };
 
-struct StartMsg {
-  int64_t step = 0;
-  std::shared_ptr<StepState> state;
+// What a node actor handles, in the order it was posted: an edge's tensor, a source's
+// start, a credit handed back to a producer that waited for one, an async kernel's end,
+// and the request to stop.
+struct NodeMsg {
+  enum class Kind : uint8_t { input, start, credit, done, exit };
+  explicit NodeMsg(Kind k) : kind(k) {}
+  Kind kind;
+  EdgeMsg edge;       // input; start uses step and state, done uses step
+  caf::error reason;  // exit
+  NodeMsg* next = nullptr;
 };
 
-using input_atom = caf::atom_constant<caf::atom("input")>;
-using start_atom = caf::atom_constant<caf::atom("start")>;
-using credit_atom = caf::atom_constant<caf::atom("credit")>;
-using done_atom = caf::atom_constant<caf::atom("done")>;
+// The one CAF message a node actor gets besides its exit: "your inbox is yours now, run
+// it". Everything else arrives through the inbox.
+using run_atom = caf::atom_constant<caf::atom("run")>;
 
 struct OutEdge {
   int consumer = -1;  // node index
@@ -66,6 +72,7 @@ struct NodeRuntime {
   int finishes = 0;                         // times this node is a target / fetched op
   bool is_source = false;                   // fires on a start message
   bool inert = false;                       // a constant nobody needs per step
+  bool cheap = false;                       // is_cheap (cheap_ops.h)
   // Colocation: the node whose actor runs this one (its own index when it has an actor),
   // and for such a head, the cheap nodes it runs after itself, in topological order.
   int head = -1;
@@ -105,11 +112,14 @@ struct Credits {
   std::atomic<bool> starved{false};
 };
 
+class NodeActor;
+
 struct ExecutorShared {
   ExecutorEnv env;
   std::shared_ptr<const OptimizedPlan> plan;  // owns the rewritten nodes NodeRuntime points at
   std::vector<NodeRuntime> nodes;
   std::vector<caf::actor> actors;
+  std::vector<NodeActor*> node_actors;  // the same actors, for posting to their inboxes
   std::vector<std::unique_ptr<Credits>> credits;  // per node with an actor and out edges
   std::string device_name;
   // Set before the executor stops its actors: an actor exiting without it has died.
@@ -124,10 +134,29 @@ struct ExecutorShared {
   int live_actors = 0;
 };
 
+// A node of a step plan as an actor. Its messages go through its own inbox rather than
+// CAF's mailbox: whichever thread posts to an idle actor takes the inbox over and runs
+// it, in place when that thread has a runner (in_place_runner.h), else by one run
+// message to the actor on CAF's workers. One owner at a time handles messages, as one
+// CAF turn would, so the actor's state needs no lock; a hop costs a heap node and two
+// atomic operations instead of CAF's mailbox, scheduling and message matching. CAF
+// keeps what it is for: the workers, the actor's life, its exit.
 class NodeActor : public caf::event_based_actor {
  public:
   NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> shared, int index);
+  ~NodeActor() override;
   caf::behavior make_behavior() override;
+  // Hands `m` to this actor, from any thread.
+  void post(std::unique_ptr<NodeMsg> m);
+  // For the thread that owns the inbox: runs it here, or hands it to CAF's workers, from
+  // whom take_back() may claim it again before any of them has (true: it is this
+  // thread's again).
+  void run_here() { drain(false); }
+  void hand_to_workers();
+  bool take_back() { return handed_.exchange(false); }
+  // A turn of it is short: its kernel is cheap (cheap_ops.h), or async, so that a turn
+  // only starts (or finishes) the kernel's work.
+  bool quick() const { return async_ || rt_.cheap; }
   // Fails the steps this actor still holds if it is dying rather than being shut down,
   // then drops its share of the executor tables (breaking the actor <-> table cycle).
   void on_exit() override;
@@ -155,6 +184,20 @@ class NodeActor : public caf::event_based_actor {
     int64_t t0 = 0;
   };
 
+  enum : int { kIdle, kOwned, kClosed };
+  bool try_own() {
+    int idle = kIdle;
+    return state_.compare_exchange_strong(idle, kOwned);
+  }
+  // The owner's loop: handles the inbox until it is empty (then lets go of it), its turn
+  // is over, or the actor may quit (only inside CAF's turn, `in_caf`, may it).
+  void drain(bool in_caf);
+  void push(NodeMsg* m);
+  void handle(NodeMsg& m);
+  // The thread that now owns the inbox runs it here, or CAF's workers do.
+  void schedule_owned();
+  static void free_list(NodeMsg* m);
+
   Slot& slot_for(int64_t step, const std::shared_ptr<StepState>& state);
   void on_input(EdgeMsg& m);
   void try_fire();
@@ -179,6 +222,7 @@ class NodeActor : public caf::event_based_actor {
   // How a step's running kernels name this node's async kernel in a deadline's message
   // ("" when it is synchronous, or a _Send/_Recv, whose waits the rendezvous names).
   std::string async_label_;
+  bool async_ = false;
   std::deque<Slot> window_;  // window_[k] is step next_step_ + k
   int64_t next_step_ = 0;
   Credits* credits_ = nullptr;  // null: no out edge to another actor
@@ -188,9 +232,17 @@ class NodeActor : public caf::event_based_actor {
   // running_->ctx until it calls done.
   bool quit_when_idle_ = false;
   caf::error quit_reason_;
+
+  // Posted, not yet taken: a stack, newest first (pushed by any thread).
+  std::atomic<NodeMsg*> inbox_{nullptr};
+  std::atomic<int> state_{kIdle};
+  // The owner handed the inbox over and a run message is on its way: whoever clears
+  // this first (that message's turn, or take_back) owns the inbox.
+  std::atomic<bool> handed_{false};
+  // Taken from the inbox by the owner, oldest first, not yet handled.
+  NodeMsg* taken_ = nullptr;
 };
 
 }  // namespace actorflow::runtime
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::runtime::EdgeMsg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::runtime::StartMsg)
+

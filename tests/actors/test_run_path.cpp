@@ -376,6 +376,7 @@ TEST_CASE("a serial plan runs on the caller's thread unless its step has a deadl
   }
   auto sess = af::Session::create(g).value();
   int64_t before = af::runtime::node_actors_spawned();
+  int64_t steps = af::runtime::steps_on_actors();
   auto r = sess.run({y}, {{x, in}});
   REQUIRE(r.ok());
   // Its actors exist all the same (for steps with a deadline): the MatMuls and the
@@ -383,18 +384,21 @@ TEST_CASE("a serial plan runs on the caller's thread unless its step has a deadl
   CHECK(af::runtime::node_actors_spawned() - before == 3);
   CHECK((*r)[0].equals(want[0]));
   CHECK(g_ran_on.load() == std::this_thread::get_id());
+  CHECK(af::runtime::steps_on_actors() == steps);
 
+  // With a deadline the caller must be free to stop waiting: the workers run the actors.
   af::RunOptions ro;
   ro.timeout_ms = 10000;
   r = sess.run(ro, {y}, {{x, in}}, {});
   REQUIRE(r.ok());
   CHECK((*r)[0].equals(want[0]));
   CHECK(g_ran_on.load() != std::this_thread::get_id());
+  CHECK(af::runtime::steps_on_actors() == steps + 1);
 
   r = sess.run({branches}, {{x, in}});
   REQUIRE(r.ok());
   CHECK((*r)[0].equals(want[1]));
-  CHECK(g_ran_on.load() != std::this_thread::get_id());
+  CHECK(af::runtime::steps_on_actors() == steps + 2);
   CHECK(want_actors > 0);
 
   // Concurrent callers each run their own steps.
@@ -487,12 +491,14 @@ TEST_CASE("the session options turn colocation and the caller's thread off for o
   af::Tensor in = af::Tensor::filled(af::f32, {2, 4}, 1.0);
   auto serial_off = af::Session::create(sg, apart_opts).value();
   auto serial_on = af::Session::create(sg).value();
+  int64_t steps = af::runtime::steps_on_actors();
   auto r_off = serial_off.run({sy}, {{sx, in}});
   REQUIRE(r_off.ok());
-  CHECK(g_ran_on.load() != std::this_thread::get_id());
+  CHECK(af::runtime::steps_on_actors() == steps + 1);
   auto r_on = serial_on.run({sy}, {{sx, in}});
   REQUIRE(r_on.ok());
   CHECK(g_ran_on.load() == std::this_thread::get_id());
+  CHECK(af::runtime::steps_on_actors() == steps + 1);
   CHECK((*r_on)[0].equals((*r_off)[0]));
 
   // The process-wide switch off wins over a session's default (both must allow).
