@@ -27,7 +27,6 @@ NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> sha
   set_exit_handler([this](caf::exit_msg& m) {
     auto msg = std::make_unique<NodeMsg>(NodeMsg::Kind::exit);
     msg->reason = std::move(m.reason);
-    InPlaceScope scope(true);
     push(msg.release());
     if (try_own()) drain(true);
   });
@@ -47,7 +46,6 @@ caf::behavior NodeActor::make_behavior() {
       [this](run_atom) {
         // A runner took the inbox back before this turn came (in_place_runner.h).
         if (!handed_.exchange(false)) return;
-        InPlaceScope scope(true);
         drain(true);
       },
   };
