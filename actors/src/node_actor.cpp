@@ -9,6 +9,22 @@ namespace actorflow::runtime {
 
 namespace {
 
+// The CAF worker whose turn of a node actor this thread is in (null elsewhere): a run
+// message sent from there goes to that worker's own queue, as CAF's send from an actor
+// does, so a chain of actors stays on one warm worker unless another steals a branch.
+thread_local caf::execution_unit* t_worker = nullptr;
+
+class WorkerTurn {
+ public:
+  explicit WorkerTurn(caf::execution_unit* unit) : outer_(std::exchange(t_worker, unit)) {}
+  ~WorkerTurn() { t_worker = outer_; }
+  WorkerTurn(const WorkerTurn&) = delete;
+  WorkerTurn& operator=(const WorkerTurn&) = delete;
+
+ private:
+  caf::execution_unit* outer_;
+};
+
 // Messages one owner handles per turn before the next ready actor gets the thread; what
 // is left then waits for the next turn.
 constexpr int kThroughput = 64;
@@ -28,6 +44,7 @@ NodeActor::NodeActor(caf::actor_config& cfg, std::shared_ptr<ExecutorShared> sha
     auto msg = std::make_unique<NodeMsg>(NodeMsg::Kind::exit);
     msg->reason = std::move(m.reason);
     push(msg.release());
+    WorkerTurn turn(context());
     if (try_own()) drain(true);
   });
 }
@@ -46,6 +63,7 @@ caf::behavior NodeActor::make_behavior() {
       [this](run_atom) {
         // A runner took the inbox back before this turn came (in_place_runner.h).
         if (!handed_.exchange(false)) return;
+        WorkerTurn turn(context());
         drain(true);
       },
   };
@@ -71,7 +89,8 @@ void NodeActor::schedule_owned() {
 
 void NodeActor::hand_to_workers() {
   handed_.store(true);
-  caf::anon_send(shared_->actors[static_cast<size_t>(index_)], run_atom::value);
+  shared_->actors[static_cast<size_t>(index_)]->enqueue(
+      caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, run_atom::value), t_worker);
 }
 
 void NodeActor::drain(bool in_caf) {
