@@ -14,7 +14,10 @@
 #include <optional>
 #include <thread>
 
+#include "test_util.h"
+
 namespace af = actorflow;
+using aft::unary;
 
 namespace {
 
@@ -45,27 +48,14 @@ class NapKernel : public af::OpKernel {
   }
 };
 
-af::Status same_shape(af::ShapeContext& c) {
-  c.set_output(0, c.input_dtype(0), c.input_shape(0));
-  return af::Status::OK();
-}
-
 }  // namespace
 
-AF_REGISTER_OP("TestInPlaceWhere").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestInPlaceWhere").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestInPlaceWhere", af::DeviceType::CPU, WhereKernel);
-AF_REGISTER_OP("TestInPlaceNap").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestInPlaceNap").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestInPlaceNap", af::DeviceType::CPU, NapKernel);
 
 namespace {
-
-af::Output unary(af::Graph& g, const std::string& op, const af::Output& x, const std::string& name) {
-  af::NodeSpec spec;
-  spec.op = op;
-  spec.name = name;
-  spec.inputs = {x};
-  return g.add_node(spec)->output(0);
-}
 
 // Every node on an actor of its own, and no step on the caller's thread by the run path.
 constexpr af::runtime::RunPath kActorsOnly{false, false, false};

@@ -20,7 +20,10 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace af = actorflow;
+using aft::unary;
 using af::runtime::RunPath;
 using af::runtime::ScopedRunPath;
 
@@ -67,29 +70,16 @@ class FailKernel : public af::OpKernel {
   }
 };
 
-af::Status same_shape(af::ShapeContext& c) {
-  c.set_output(0, c.input_dtype(0), c.input_shape(0));
-  return af::Status::OK();
-}
-
 }  // namespace
 
-AF_REGISTER_OP("TestTrainRecord").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestTrainRecord").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestTrainRecord", af::DeviceType::CPU, RecordKernel);
-AF_REGISTER_OP("TestTrainSleep").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestTrainSleep").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestTrainSleep", af::DeviceType::CPU, SleepKernel);
-AF_REGISTER_OP("TestTrainFail").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestTrainFail").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestTrainFail", af::DeviceType::CPU, FailKernel);
 
 namespace {
-
-af::Output unary(af::Graph& g, const std::string& op, const af::Output& x, const std::string& name) {
-  af::NodeSpec spec;
-  spec.op = op;
-  spec.name = name;
-  spec.inputs = {x};
-  return g.add_node(spec)->output(0);
-}
 
 constexpr RunPath kTrainingOff{true, true, true, false};
 

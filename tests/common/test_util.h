@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <actorflow/actorflow.h>
+#include <actorflow/op_registry.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace aft {
@@ -47,6 +49,21 @@ inline void check_close(const af::Tensor& t, const std::vector<double>& expected
       CHECK(std::fabs(v - expected[i]) <= tol * (1 + std::fabs(expected[i])));
     }
   }
+}
+
+// The shape function of a test op whose one output is shaped as its first input.
+inline af::Status same_shape(af::ShapeContext& c) {
+  c.set_output(0, c.input_dtype(0), c.input_shape(0));
+  return af::Status::OK();
+}
+
+// A node of a one-input test op (registered by the test) on `x`.
+inline af::Output unary(af::Graph& g, const std::string& op, const af::Output& x, const std::string& name) {
+  af::NodeSpec spec;
+  spec.op = op;
+  spec.name = name;
+  spec.inputs = {x};
+  return g.add_node(spec)->output(0);
 }
 
 }  // namespace aft
