@@ -143,9 +143,6 @@ struct Trained {
 // Runs `steps` training steps on a fresh session (every `deadline_every`-th with a
 // deadline when > 0) and reads the variables after.
 Trained train(Mlp& m, const Batches& data, int steps, const af::SessionOptions& opts = {}, int deadline_every = 0) {
-  t_caller = true;
-  g_on_caller = 0;
-  g_elsewhere = 0;
   auto sess = af::Session::create(m.g, opts).value();
   REQUIRE(sess.run_init().ok());
   Trained out;
@@ -164,7 +161,6 @@ Trained train(Mlp& m, const Batches& data, int steps, const af::SessionOptions& 
   auto v = sess.run(fetches);
   REQUIRE(v.ok());
   out.vars = *v;
-  t_caller = false;
   return out;
 }
 
