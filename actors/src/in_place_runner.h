@@ -1,7 +1,7 @@
 // The thread that starts a step and then waits for it runs the step's actors itself, as
 // far as it can, instead of spinning while a scheduler thread wakes up to run them.
-// CAF's workers have no runner: an actor that one of them makes ready becomes a job of
-// its own, which CAF spreads over the workers. (Workers that ran what they made ready in
+// A CAF worker's turn of a node actor has no runner: an actor that one of them makes
+// ready becomes a job of its own, which CAF spreads over the workers. (Workers that ran what they made ready in
 // place trained the all-reduce CNN about 6% slower: the branches they handed on sat in
 // their own busy queue while the other workers slept between polls.)
 // A node actor whose inbox a thread takes over (node_actor.h) goes to that thread's
@@ -39,7 +39,7 @@ class InPlaceRunner {
  private:
   std::vector<NodeActor*> quick_;
   NodeActor* next_ = nullptr;        // the costly one kept here
-  std::vector<NodeActor*> handed_;   // handed to the workers, oldest first
+  std::vector<NodeActor*> handed_;   // handed to the workers; taken back newest first
 };
 
 // Makes this thread's runner for a scope. With `run_here`, and no runner active yet, the
