@@ -104,4 +104,31 @@ inline af::Tensor naive_pool(const af::Tensor& x, int64_t kh, int64_t kw, int64_
   return y;
 }
 
+// dx of max pooling: each window's gradient added at the first maximum in row-major scan
+// order of the part of the window inside the input.
+inline af::Tensor naive_max_pool_grad(const af::Tensor& x, const af::Tensor& dy, int64_t kh, int64_t kw, int64_t sh,
+                                      int64_t sw, bool same) {
+  const int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3);
+  Geo gh = geo(H, kh, sh, same), gw = geo(W, kw, sw, same);
+  af::Tensor dx = af::Tensor::zeros(af::f64, x.shape());
+  const double* px = x.data<double>();
+  const double* pg = dy.data<double>();
+  double* pdx = dx.data<double>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oh = 0; oh < gh.out; ++oh)
+      for (int64_t ow = 0; ow < gw.out; ++ow)
+        for (int64_t c = 0; c < C; ++c) {
+          int64_t at = -1;
+          for (int64_t i = 0; i < kh; ++i)
+            for (int64_t j = 0; j < kw; ++j) {
+              int64_t ih = oh * sh - gh.pad + i, iw = ow * sw - gw.pad + j;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              int64_t xi = ((n * H + ih) * W + iw) * C + c;
+              if (at < 0 || px[xi] > px[at]) at = xi;
+            }
+          if (at >= 0) pdx[at] += pg[((n * gh.out + oh) * gw.out + ow) * C + c];
+        }
+  return dx;
+}
+
 }  // namespace aft::nnref

@@ -15,6 +15,7 @@
 namespace af = actorflow;
 using aft::nnref::naive_conv;
 using aft::nnref::naive_conv_backprop;
+using aft::nnref::naive_max_pool_grad;
 using aft::nnref::naive_pool;
 
 namespace {
@@ -331,6 +332,39 @@ TEST_CASE("max pool gradient goes to the first maximum of each window") {
   auto x2 = af::placeholder(g, af::f64, {1, 1, 3, 1}, "x2");
   auto d2 = af::gradients({af::max_pool2d(x2, {1, 2}, {1, 1})}, {x2});
   aft::check_close(aft::eval1(g, d2[0], {{x2, af::Tensor::from_vector<double>({0, 5, 1}, {1, 1, 3, 1})}}), {0, 2, 0});
+}
+
+TEST_CASE("max pool gradient matches a first-maximum reference: padding, overlaps, channels, ties, f32 and f64") {
+  struct Case {
+    af::Shape x;
+    int k0, k1, s0, s1;
+    const char* pad;
+  };
+  const Case cases[] = {{{2, 5, 5, 3}, 2, 2, 2, 2, "SAME"},  {{2, 5, 5, 3}, 3, 3, 2, 2, "VALID"},
+                        {{3, 7, 6, 9}, 3, 2, 1, 2, "SAME"},  {{1, 6, 6, 4}, 1, 1, 3, 3, "SAME"},
+                        {{2, 8, 8, 17}, 3, 3, 1, 1, "SAME"}, {{1, 4, 9, 5}, 4, 4, 3, 2, "VALID"}};
+  for (const auto& cs : cases) {
+    CAPTURE(cs.x.to_string());
+    CAPTURE(cs.pad);
+    // Four distinct values: most windows hold ties, which go to the first in scan order.
+    auto xv = aft::random_f64(cs.x, 0, 4, 21);
+    for (int64_t i = 0; i < xv.num_elements(); ++i) xv.data<double>()[i] = std::floor(xv.data<double>()[i]);
+    const bool same = std::string(cs.pad) == "SAME";
+    const auto yshape = naive_pool(xv, cs.k0, cs.k1, cs.s0, cs.s1, same, true).shape();
+    auto dyv = aft::random_f64(yshape, -1, 1, 22);
+    auto ref = values_of(naive_max_pool_grad(xv, dyv, cs.k0, cs.k1, cs.s0, cs.s1, same));
+    for (bool f32 : {false, true}) {
+      CAPTURE(f32);
+      af::Graph g;
+      const af::DType t = f32 ? af::f32 : af::f64;
+      auto xp = af::placeholder(g, t, cs.x, "x");
+      auto dyp = af::placeholder(g, t, yshape, "dy");
+      auto y = af::max_pool2d(xp, {cs.k0, cs.k1}, {cs.s0, cs.s1}, cs.pad);
+      auto d = af::gradients({y}, {xp}, {dyp});
+      auto got = f32 ? aft::eval1(g, d[0], {{xp, to_f32(xv)}, {dyp, to_f32(dyv)}}) : aft::eval1(g, d[0], {{xp, xv}, {dyp, dyv}});
+      aft::check_close(got, ref, f32 ? 1e-6 : 1e-12);
+    }
+  }
 }
 
 TEST_CASE("fused batch norm: training and inference values") {
