@@ -212,8 +212,8 @@ struct Op {
 };
 
 template <typename T>
-void scale(T* p, size_t n, T by) {
-  for (size_t i = 0; i < n; ++i) p[i] *= by;
+void scaled_copy(T* __restrict out, const T* __restrict in, size_t n, T by) {
+  for (size_t i = 0; i < n; ++i) out[i] = in[i] * by;
 }
 
 class GlooGroupImpl final : public GlooGroup {
@@ -538,13 +538,17 @@ class GlooGroupImpl final : public GlooGroup {
       gloo::allreduce(o);
       bytes_sent_ += static_cast<uint64_t>(2.0 * (opts_.size - 1) / opts_.size * static_cast<double>(total * esize));
     }
-    if (op.average && opts_.size > 1) {
-      if (dt == DType::f32) scale(reinterpret_cast<float*>(fusion_.data()), total, 1.0f / static_cast<float>(opts_.size));
-      else scale(reinterpret_cast<double*>(fusion_.data()), total, 1.0 / static_cast<double>(opts_.size));
-    }
+    // The average is taken on the way out: one pass over the reduced buffer, not two.
+    const bool average = op.average && opts_.size > 1;
     at = 0;
     for (auto& t : op.outputs) {
-      std::memcpy(t.raw_data(), fusion_.data() + at, t.bytes());
+      if (!average) std::memcpy(t.raw_data(), fusion_.data() + at, t.bytes());
+      else if (dt == DType::f32)
+        scaled_copy(static_cast<float*>(t.raw_data()), reinterpret_cast<const float*>(fusion_.data() + at),
+                    static_cast<size_t>(t.num_elements()), 1.0f / static_cast<float>(opts_.size));
+      else
+        scaled_copy(static_cast<double*>(t.raw_data()), reinterpret_cast<const double*>(fusion_.data() + at),
+                    static_cast<size_t>(t.num_elements()), 1.0 / static_cast<double>(opts_.size));
       at += t.bytes();
     }
   }
