@@ -38,6 +38,17 @@ af::Tensor iota(af::Shape s, double start = 1) {
   return t;
 }
 
+// Pooling geometries for the value and gradient tests: SAME windows clipped at the edges,
+// overlapping (stride below the window) and strided past it, several channels.
+struct PoolCase {
+  af::Shape x;
+  int k0, k1, s0, s1;
+  const char* pad;
+};
+const PoolCase kPoolCases[] = {{{2, 5, 5, 3}, 2, 2, 2, 2, "SAME"},  {{2, 5, 5, 3}, 3, 3, 2, 2, "VALID"},
+                               {{3, 7, 6, 9}, 3, 2, 1, 2, "SAME"},  {{1, 6, 6, 4}, 1, 1, 3, 3, "SAME"},
+                               {{2, 8, 8, 17}, 3, 3, 1, 1, "SAME"}, {{1, 4, 9, 5}, 4, 4, 3, 2, "VALID"}};
+
 }  // namespace
 
 TEST_CASE("conv2d: hand-computed values, VALID / SAME / stride 2") {
@@ -296,14 +307,7 @@ TEST_CASE("pooling: hand-computed values and naive loops") {
   auto neg = af::constant(g, af::Tensor::from_vector<double>({-4, -3, -2, -1}, {1, 2, 2, 1}));
   aft::check_close(aft::eval1(g, af::max_pool2d(neg, {3, 3}, {1, 1}, "SAME")), {-1, -1, -1, -1});
 
-  struct Case {
-    af::Shape x;
-    int k0, k1, s0, s1;
-    const char* pad;
-  };
-  const Case cases[] = {{{2, 5, 5, 3}, 2, 2, 2, 2, "SAME"}, {{2, 5, 5, 3}, 3, 3, 2, 2, "VALID"},
-                        {{3, 7, 6, 2}, 3, 2, 1, 2, "SAME"}, {{1, 6, 6, 4}, 1, 1, 3, 3, "SAME"}};
-  for (const auto& cs : cases) {
+  for (const auto& cs : kPoolCases) {
     CAPTURE(cs.x.to_string());
     CAPTURE(cs.pad);
     auto xv = aft::random_f64(cs.x, -1, 1, 11);
@@ -335,15 +339,7 @@ TEST_CASE("max pool gradient goes to the first maximum of each window") {
 }
 
 TEST_CASE("max pool gradient matches a first-maximum reference: padding, overlaps, channels, ties, f32 and f64") {
-  struct Case {
-    af::Shape x;
-    int k0, k1, s0, s1;
-    const char* pad;
-  };
-  const Case cases[] = {{{2, 5, 5, 3}, 2, 2, 2, 2, "SAME"},  {{2, 5, 5, 3}, 3, 3, 2, 2, "VALID"},
-                        {{3, 7, 6, 9}, 3, 2, 1, 2, "SAME"},  {{1, 6, 6, 4}, 1, 1, 3, 3, "SAME"},
-                        {{2, 8, 8, 17}, 3, 3, 1, 1, "SAME"}, {{1, 4, 9, 5}, 4, 4, 3, 2, "VALID"}};
-  for (const auto& cs : cases) {
+  for (const auto& cs : kPoolCases) {
     CAPTURE(cs.x.to_string());
     CAPTURE(cs.pad);
     // Four distinct values: most windows hold ties, which go to the first in scan order.
