@@ -159,11 +159,16 @@ TEST_CASE_FIXTURE(DialOwnDaemon, "a kernel error in a step run on the io thread 
 }
 
 TEST_CASE_FIXTURE(DialOwnDaemon, "a caller driving an idle connection: a deadline ends a slow step, heartbeats keep a long one alive") {
-  // Both ends beat every 50 ms and drop a peer silent for 400 ms: a caller that waits on
-  // its socket must still send the client's heartbeats.
-  net::set_client_heartbeat(50, 400);
-  auto d = start_daemon(8, 50, 400);
-  auto sg = slow_graph(std::chrono::milliseconds(1000));
+  // Both ends beat every 50 ms and drop a peer silent for 800 ms, and a step lasts 1.5 s:
+  // a caller that waits on its socket must still send the client's heartbeats. (800 ms,
+  // not less: under ASan, beside other tests on 2 cores, a thread may wait a few hundred
+  // ms for a core, and 400 ms once failed the next step so.)
+  net::set_client_heartbeat(50, 800);
+  struct Restore {
+    ~Restore() { net::set_client_heartbeat(1000, 10000); }  // the documented defaults
+  } restore;
+  auto d = start_daemon(8, 50, 800);
+  auto sg = slow_graph(std::chrono::milliseconds(1500));
   auto sess = af::Session::create(sg->g, target(*d));
   REQUIRE(sess.ok());
   auto long_step = sess->run({sg->y}, {{sg->x, sg->input()}});
@@ -179,7 +184,6 @@ TEST_CASE_FIXTURE(DialOwnDaemon, "a caller driving an idle connection: a deadlin
   // The connection is still good for the next step.
   auto next = sess->run({sg->y}, {{sg->x, sg->input()}});
   CHECK_MESSAGE(next.ok(), next.status().to_string());
-  net::set_client_heartbeat(1000, 10000);
 }
 
 TEST_CASE_FIXTURE(DialOwnDaemon, "while one caller drives the connection, a second caller's step and a registration are answered") {
