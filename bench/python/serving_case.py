@@ -18,6 +18,10 @@ server's session options, one-row predicts called back to back (`build/bench/ser
 polling and waiting, for throughput; the faster one caller for the latency floor). The limit is measured before, between and after the two server runs, and
 each server run is compared with the mean of the two limits around it.
 
+Then the batched server once more on one CPU (taskset), with wrk and the gRPC client on
+another, against one caller's in-process predicts on the server's CPU: the server's share
+without its load generator's CPU taken out of it (`*_one_core` rows).
+
 Every child (server, wrk) dies with the driver (PR_SET_PDEATHSIG) and is killed in a
 `finally`, so a failing case leaves nothing running. Standard library only.
 """
@@ -74,13 +78,13 @@ class Server:
     """actorflow-serve on 127.0.0.1, REST and gRPC on free ports read from its GRPC_LISTENING
     and LISTENING lines (gRPC's comes first)."""
 
-    def __init__(self, binary, base, batching, log_path):
-        argv = [binary, "--model_name", "fashion", "--model_base_path", base, "--host", "127.0.0.1",
+    def __init__(self, binary, base, batching, log_path, prefix=()):
+        argv = list(prefix) + [binary, "--model_name", "fashion", "--model_base_path", base, "--host", "127.0.0.1",
                 "--rest_api_port", "0", "--port", "0",
                 "--access_log", "false", "--file_system_poll_wait_seconds", "0"]
         if batching:
             argv += ["--enable_batching", "--max_batch_size", str(CONNECTIONS)]
-        self.argv = argv
+        self.argv = argv[len(prefix):]
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      preexec_fn=_die_with_parent)
@@ -163,8 +167,8 @@ end
 """ % (body_path, delay_ms))
 
 
-def _wrk(url, script, seconds, threads, log):
-    argv = [WRK, "-t%d" % threads, "-c%d" % CONNECTIONS, "-d%ds" % seconds, "--timeout", "10s", "-s", script, url]
+def _wrk(url, script, seconds, threads, log, prefix=()):
+    argv = list(prefix) + [WRK, "-t%d" % threads, "-c%d" % CONNECTIONS, "-d%ds" % seconds, "--timeout", "10s", "-s", script, url]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          preexec_fn=_die_with_parent)
     try:
@@ -187,10 +191,10 @@ def _wrk(url, script, seconds, threads, log):
     return r
 
 
-def _grpc_load(helper, port, seconds, threads, delay_ms, expect, log):
+def _grpc_load(helper, port, seconds, threads, delay_ms, expect, log, prefix=()):
     """build/bench/serving --grpc-load: TF Serving's Predict over gRPC, CONNECTIONS calls in
     flight; the same JSON fields as _wrk's result (rps, p50_ms, p99_ms)."""
-    argv = [helper, "--grpc-load", str(port), "--seconds", str(seconds), "--concurrency", str(CONNECTIONS),
+    argv = list(prefix) + [helper, "--grpc-load", str(port), "--seconds", str(seconds), "--concurrency", str(CONNECTIONS),
             "--threads", str(threads), "--delay-ms", str(delay_ms), "--expect", str(expect)]
     r = _run_json(argv, timeout=seconds + 60)
     log.write("$ %s\n%s\n" % (" ".join(argv), json.dumps(r)))
@@ -323,6 +327,44 @@ def run(build, quick, fmt, stamp, loadavg, say):
                 # The limit at the batch shape the server merged into: rows/s of in-process
                 # predicts of that many rows (a `#` line; the BENCH peer stays the one-row limit).
                 runs[mode]["shaped"] = max(in_process(rows_per_step), key=lambda r: r["rows_per_s"])
+        pinned = None
+        cpus = sorted(os.sched_getaffinity(0))
+        taskset = shutil.which("taskset")
+        if taskset and len(cpus) >= 2:
+            # One core each: the batched server on one core, its load (wrk, then the gRPC
+            # client, one thread each) on another, against the in-process limit on the
+            # server's core alone. On shared cores the load generator's CPU (wrk ~20 us a
+            # request, the gRPC client ~50 us a call) comes out of the server's; this is
+            # the server as it runs with its clients on other machines.
+            core_s, core_l = [taskset, "-c", str(cpus[0])], [taskset, "-c", str(cpus[1])]
+
+            def limit_one_core():
+                runs1 = []
+                for polling in ("standalone", "shared"):
+                    for r in _run_json(core_s + [helper, "--in-process", os.path.join(base, "1"), "--seconds",
+                                                 str(limit_seconds), "--callers", "1", "--rows", "1", "--polling", polling],
+                                       timeout=120, every=True):
+                        r["polling"] = polling
+                        log.write("in-process limit, one core: %s\n" % json.dumps(r))
+                        runs1.append(r)
+                return max(runs1, key=lambda r: r["calls_per_s"])
+
+            pinned = {"limits": [limit_one_core()], "cores": (cpus[0], cpus[1])}
+            srv = Server(serve_bin, base, True, os.path.join(build, "bench", "serving-one-core.log"), prefix=core_s)
+            try:
+                url = srv.url("/v1/models/fashion:predict")
+                sat_script = os.path.join(work, "sat.lua")
+                _wrk_script(sat_script, body, 0)
+                _wrk(url, sat_script, 2, 1, log, prefix=core_l)
+                pinned["rest"] = _wrk(url, sat_script, seconds, 1, log, prefix=core_l)
+                if grpc_ok and srv.grpc_port:
+                    _grpc_load(helper, srv.grpc_port, 2, 1, 0, expected[0], log, prefix=core_l)
+                    pinned["grpc"] = _grpc_load(helper, srv.grpc_port, seconds, 1, 0, expected[0], log, prefix=core_l)
+            finally:
+                srv.stop()
+            pinned["limits"].append(limit_one_core())
+        else:
+            say("# serving on one core each: skipped (%s)" % ("no taskset" if not taskset else "fewer than 2 CPUs"))
     finally:
         log.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -392,4 +434,22 @@ def run(build, quick, fmt, stamp, loadavg, say):
             say("#   gRPC %s at half load: %s req/s offered (%.0f%% of saturating; mean delay %d ms per call slot), p99 %s ms%s"
                 % (mode, fmt(g["half"]["rps"]), 100 * g["half"]["rps"] / g["sat"]["rps"], g["delay_ms"],
                    fmt(g["half"]["p99_ms"]), " (goal: <= 2 ms)" if mode == "batched" else ""))
+    if pinned:
+        lb, la = pinned["limits"]
+        peer1 = statistics.mean([lb["calls_per_s"], la["calls_per_s"]])
+        say("# serving on one core each: the batched server on CPU %d, wrk -t1 -c%d (then the gRPC client, 1 thread) on "
+            "CPU %d, %d s saturating; limit: one caller's one-row predicts on CPU %d alone, %s and %s calls/s before "
+            "and after" % (pinned["cores"][0], CONNECTIONS, pinned["cores"][1], seconds, pinned["cores"][0],
+                           fmt(lb["calls_per_s"]), fmt(la["calls_per_s"])))
+        for key, case, what in (("rest", "serving_batched_one_core", "HTTP"), ("grpc", "serving_grpc_batched_one_core", "gRPC")):
+            if key not in pinned:
+                continue
+            rps = pinned[key]["rps"]
+            add(case, rps, peer1, "req/s", True,
+                "one-row predictions over %s, the server and its load on a core each, %d in flight, %d s, batching"
+                % (what, CONNECTIONS, seconds),
+                [rps], [lb["calls_per_s"], la["calls_per_s"]], "in-process limit, one core",
+                "actorflow-serve on one core (taskset), batching on")
+            say("#   %s on one core: %s%% of one core's limit (the goal on shared cores: %s)"
+                % (what, fmt(100 * rps / peer1), ">= 50% batched" if key == "rest" else ">= 70%"))
     return results
