@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace af = actorflow;
 using af::runtime::RunPath;
 using af::runtime::ScopedRunPath;
@@ -41,10 +43,7 @@ class ThreadRecordingKernel : public af::OpKernel {
 
 }  // namespace
 
-AF_REGISTER_OP("TestThreadRecording").inputs(1).shape_fn([](af::ShapeContext& c) {
-  c.set_output(0, c.input_dtype(0), c.input_shape(0));
-  return af::Status::OK();
-});
+AF_REGISTER_OP("TestThreadRecording").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestThreadRecording", af::DeviceType::CPU, ThreadRecordingKernel);
 
 namespace {
@@ -345,11 +344,7 @@ TEST_CASE("property: 200 random graphs give the same bits on one actor per node,
 namespace {
 
 af::Output recording(af::Graph& g, af::Output in, const std::string& name) {
-  af::NodeSpec spec;
-  spec.op = "TestThreadRecording";
-  spec.name = name;
-  spec.inputs = {in};
-  return g.add_node(spec)->output(0);
+  return aft::unary(g, "TestThreadRecording", in, name);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "test_util.h"
+
 namespace af = actorflow;
 
 namespace {
@@ -49,10 +51,7 @@ class RendezvousKernel : public af::AsyncOpKernel {
 
 }  // namespace
 
-AF_REGISTER_OP("TestRendezvous").inputs(1).shape_fn([](af::ShapeContext& c) {
-  c.set_output(0, c.input_dtype(0), c.input_shape(0));
-  return af::Status::OK();
-});
+AF_REGISTER_OP("TestRendezvous").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestRendezvous", af::DeviceType::CPU, RendezvousKernel);
 
 TEST_CASE("async kernels overlap beyond the scheduler's threads") {
@@ -112,16 +111,11 @@ class GatedKernel : public af::AsyncOpKernel {
   }
 };
 
-af::Status same_shape(af::ShapeContext& c) {
-  c.set_output(0, c.input_dtype(0), c.input_shape(0));
-  return af::Status::OK();
-}
-
 }  // namespace
 
-AF_REGISTER_OP("TestCounting").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestCounting").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestCounting", af::DeviceType::CPU, CountingKernel);
-AF_REGISTER_OP("TestGated").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestGated").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestGated", af::DeviceType::CPU, GatedKernel);
 
 TEST_CASE("credits bound how far a producer runs ahead of a stalled consumer") {

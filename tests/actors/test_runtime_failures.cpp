@@ -15,15 +15,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "test_util.h"
+
 namespace af = actorflow;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-af::Status same_shape(af::ShapeContext& c) {
-  c.set_output(0, c.input_dtype(0), c.input_shape(0));
-  return af::Status::OK();
-}
 
 // Throws when its input is negative, else passes it through.
 class ThrowingKernel : public af::OpKernel {
@@ -58,30 +55,22 @@ class SleepingKernel : public af::OpKernel {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-af::Output test_node(af::Graph& g, const std::string& op, af::Output in, const std::string& name) {
-  af::NodeSpec spec;
-  spec.op = op;
-  spec.name = name;
-  spec.inputs = {in};
-  return g.add_node(spec)->output(0);
-}
-
 }  // namespace
 
-AF_REGISTER_OP("TestThrowing").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestThrowing").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestThrowing", af::DeviceType::CPU, ThrowingKernel);
 AF_REGISTER_OP("TestAllocating").inputs(1).shape_fn([](af::ShapeContext& c) {
   c.set_output(0, af::f32, af::Shape({-1}));
   return af::Status::OK();
 });
 AF_REGISTER_KERNEL("TestAllocating", af::DeviceType::CPU, AllocatingKernel);
-AF_REGISTER_OP("TestSleeping").inputs(1).shape_fn(same_shape);
+AF_REGISTER_OP("TestSleeping").inputs(1).shape_fn(aft::same_shape);
 AF_REGISTER_KERNEL("TestSleeping", af::DeviceType::CPU, SleepingKernel);
 
 TEST_CASE("a throwing kernel fails its step, naming the node, and the session goes on") {
   af::Graph g;
   auto x = af::placeholder(g, af::f32, {}, "x");
-  auto y = test_node(g, "TestThrowing", x, "thrower");
+  auto y = aft::unary(g, "TestThrowing", x, "thrower");
   auto z = y * 2.0f;
   auto sess = af::Session::create(g).value();
   for (int round = 0; round < 3; ++round) {
@@ -100,7 +89,7 @@ TEST_CASE("a throwing kernel fails its step, naming the node, and the session go
 TEST_CASE("an allocation over the session's memory limit fails the step with ResourceExhausted") {
   af::Graph g;
   auto n = af::placeholder(g, af::i64, {}, "n");
-  auto big = test_node(g, "TestAllocating", n, "allocator");
+  auto big = aft::unary(g, "TestAllocating", n, "allocator");
   af::SessionOptions opts;
   opts.memory_limit_bytes = 1 << 20;
   auto sess = af::Session::create(g, opts).value();
@@ -126,7 +115,7 @@ TEST_CASE("an allocation over the session's memory limit fails the step with Res
 TEST_CASE("a step past its deadline fails with DeadlineExceeded; the next step works") {
   af::Graph g;
   auto ms = af::placeholder(g, af::i64, {}, "ms");
-  auto slow = test_node(g, "TestSleeping", ms, "sleeper");
+  auto slow = aft::unary(g, "TestSleeping", ms, "sleeper");
   auto sess = af::Session::create(g).value();
   af::RunOptions ro;
   ro.timeout_ms = 100;
