@@ -247,16 +247,17 @@ def run(build, quick, fmt, stamp, loadavg, say):
         with open(os.path.join(work, "expected.json")) as f:
             expected = json.load(f)
 
-        def in_process(rows):
+        def in_process(rows, callers="1,2,4", prefix=()):
             # Both ways of idle scheduler threads (polling, the library's default; waiting,
             # the server's): the limit is the faster, whichever the server uses.
             out = []
             for polling in ("standalone", "shared"):
-                for r in _run_json([helper, "--in-process", os.path.join(base, "1"), "--seconds", str(limit_seconds),
-                                    "--callers", "1,2,4", "--rows", str(rows), "--polling", polling],
+                for r in _run_json(list(prefix) + [helper, "--in-process", os.path.join(base, "1"), "--seconds",
+                                                   str(limit_seconds), "--callers", callers, "--rows", str(rows),
+                                                   "--polling", polling],
                                    timeout=120, every=True):
                     r["polling"] = polling
-                    log.write("in-process limit: %s\n" % json.dumps(r))
+                    log.write("in-process limit%s: %s\n" % (" (%s)" % " ".join(prefix) if prefix else "", json.dumps(r)))
                     out.append(r)
             return out
 
@@ -339,15 +340,7 @@ def run(build, quick, fmt, stamp, loadavg, say):
             core_s, core_l = [taskset, "-c", str(cpus[0])], [taskset, "-c", str(cpus[1])]
 
             def limit_one_core():
-                runs1 = []
-                for polling in ("standalone", "shared"):
-                    for r in _run_json(core_s + [helper, "--in-process", os.path.join(base, "1"), "--seconds",
-                                                 str(limit_seconds), "--callers", "1", "--rows", "1", "--polling", polling],
-                                       timeout=120, every=True):
-                        r["polling"] = polling
-                        log.write("in-process limit, one core: %s\n" % json.dumps(r))
-                        runs1.append(r)
-                return max(runs1, key=lambda r: r["calls_per_s"])
+                return max(in_process(1, callers="1", prefix=core_s), key=lambda r: r["calls_per_s"])
 
             # An extra: when it fails (a CPU set taskset may not use), the rows above stand.
             try:
@@ -355,8 +348,7 @@ def run(build, quick, fmt, stamp, loadavg, say):
                 srv = Server(serve_bin, base, True, os.path.join(build, "bench", "serving-one-core.log"), prefix=core_s)
                 try:
                     url = srv.url("/v1/models/fashion:predict")
-                    sat_script = os.path.join(work, "sat.lua")
-                    _wrk_script(sat_script, body, 0)
+                    # sat_script: the saturating script the runs above wrote.
                     _wrk(url, sat_script, 2, 1, log, prefix=core_l)
                     pinned["rest"] = _wrk(url, sat_script, seconds, 1, log, prefix=core_l)
                     if grpc_ok and srv.grpc_port:
