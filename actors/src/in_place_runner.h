@@ -1,9 +1,9 @@
 // The thread that starts a step and then waits for it runs the step's actors itself, as
 // far as it can, instead of spinning while a scheduler thread wakes up to run them.
 // A CAF worker's turn of a node actor has no runner: an actor that one of them makes
-// ready becomes a job of its own, which CAF spreads over the workers. (Workers that ran what they made ready in
-// place trained the all-reduce CNN about 6% slower: the branches they handed on sat in
-// their own busy queue while the other workers slept between polls.)
+// ready becomes a job of its own, which CAF spreads over the workers. (Workers that ran
+// what they made ready in place trained the all-reduce CNN about 6% slower: the branches
+// they handed on sat in their own busy queue while the other workers slept between polls.)
 // A node actor whose inbox a thread takes over (node_actor.h) goes to that thread's
 // runner. As in TF's executor, quick actors run here first: those of cheap kernels, and
 // those of async kernels (an all-reduce, a _Send), whose turn only starts work that then
