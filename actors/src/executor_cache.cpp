@@ -42,8 +42,12 @@ Result<std::shared_ptr<Executor>> ExecutorCache::get(const RunRequest& req) {
       // Only where a GPU exists (asking loads nothing on a machine without one): else the
       // graph runs on the CPU exactly as if it named no device.
       const bool gpu = graph_asks_for_gpu(graph_) && cuda_device_count() > 0;
-      // Fused elementwise nodes have no GPU kernel: nodes placed on a GPU stay unfused.
-      if (gpu) optimizer.fuse_elementwise = false;
+      // Fused elementwise and convolution nodes have no GPU kernel: nodes placed on a GPU
+      // stay unfused.
+      if (gpu) {
+        optimizer.fuse_elementwise = false;
+        optimizer.fuse_conv_bias_relu = false;
+      }
       AF_ASSIGN_OR_RETURN(std::shared_ptr<OptimizedPlan> optimized, optimize_plan(graph_, std::move(plan), optimizer));
       if (gpu) {
         GpuPlanOptions g;

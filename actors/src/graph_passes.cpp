@@ -142,8 +142,9 @@ void merge_duplicates(OptimizedPlan& p) {
     if (auto it = replaced.find(id); it != replaced.end()) id = it->second;
 }
 
-// MatMul -> BiasAdd (-> Relu) chains become one _FusedMatMul node (oneDNN's bias and
-// relu post-ops; ops/cpu/fused_matmul_kernels.cpp), as Grappler's remapper does. A link
+// MatMul -> BiasAdd (-> Relu) chains become one _FusedMatMul node, and Conv2D -> BiasAdd
+// (-> Relu) one _FusedConv2D node (oneDNN's post-ops; ops/cpu/fused_matmul_kernels.cpp and
+// conv_kernels.cpp), as Grappler's remapper does; `matmul` and `conv` say which. A link
 // of the chain is fused only when the tensor it passes on is read by nothing else in the
 // plan and is neither fetched nor fed, and the node it drops is no target; so in a
 // training graph, where Relu's gradient reads the BiasAdd output, MatMul + BiasAdd fuse
@@ -152,7 +153,7 @@ void merge_duplicates(OptimizedPlan& p) {
 // it waits for the control inputs of every node it replaces, and nodes that waited for a
 // replaced node wait for it instead (unless the fused node would then wait for them
 // itself: a chain whose bias waits for its MatMul stays unfused). f32 and f64 only.
-void fuse_matmul_bias_relu(OptimizedPlan& p) {
+void fuse_bias_relu(OptimizedPlan& p, bool matmul, bool conv) {
   StepPlan& plan = p.mutable_plan();
   std::unordered_set<int> in_plan(plan.nodes.begin(), plan.nodes.end());
   std::unordered_map<int, std::vector<int>> readers;        // node -> plan nodes reading any output (once per input)
@@ -178,7 +179,7 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
     return r != readers.end() && r->second.size() == 1 && r->second[0] == next;
   };
   // Whether any node waiting for one of `replaced` is an ancestor (in the plan as
-  // rewritten so far) of one of `extra`, the inputs the fused node adds after the MatMul:
+  // rewritten so far) of one of `extra`, the inputs the fused node adds after the product:
   // it would then wait for the fused node that waits for it.
   auto waiters_would_cycle = [&](const std::vector<int>& replaced, const std::vector<int>& extra) {
     std::unordered_set<int> waiters;
@@ -240,8 +241,9 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
     const int mm_id = ba.inputs[0].node;
     if (!in_plan.count(mm_id) || removed.count(mm_id)) continue;
     const Node& mm = p.node(mm_id);
-    if (mm.op != "MatMul" || mm.inputs.size() != 2 || !fusable_dtype(mm) || mm.output_dtypes[0] != ba.output_dtypes[0] ||
-        mm.device != ba.device || !only_feeds(mm_id, id))
+    const bool is_matmul = matmul && mm.op == "MatMul", is_conv = conv && mm.op == "Conv2D";
+    if (!(is_matmul || is_conv) || mm.inputs.size() != 2 || !fusable_dtype(mm) ||
+        mm.output_dtypes[0] != ba.output_dtypes[0] || mm.device != ba.device || !only_feeds(mm_id, id))
       continue;
     std::vector<int> extra{ba.inputs[1].node};
     extra.insert(extra.end(), ba.control_inputs.begin(), ba.control_inputs.end());
@@ -268,9 +270,9 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
     auto is_chain = [&](int n) { return n == last || std::find(replaced.begin(), replaced.end(), n) != replaced.end(); };
 
     std::vector<Endpoint> inputs{mm.inputs[0], mm.inputs[1], ba.inputs[1]};
-    std::map<std::string, AttrValue> attrs{{"transpose_a", AttrValue(mm.attr_bool("transpose_a"))},
-                                           {"transpose_b", AttrValue(mm.attr_bool("transpose_b"))},
-                                           {"relu", AttrValue(relu_id >= 0)}};
+    // The product's own attributes (transposes, or strides and padding) carry over.
+    std::map<std::string, AttrValue> attrs = mm.attrs;
+    attrs["relu"] = AttrValue(relu_id >= 0);
     std::vector<int> control;
     auto add_control = [&](const std::vector<int>& cs) {
       for (int c : cs)
@@ -281,7 +283,7 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
     if (relu_id >= 0) add_control(p.node(relu_id).control_inputs);
 
     Node& f = p.rewrite(last);
-    f.op = "_FusedMatMul";
+    f.op = is_matmul ? "_FusedMatMul" : "_FusedConv2D";
     f.inputs = std::move(inputs);
     f.attrs = std::move(attrs);
     f.control_inputs = std::move(control);
@@ -345,15 +347,12 @@ void fuse_matmul_bias_relu(OptimizedPlan& p) {
   plan.nodes.swap(kept);
 }
 
-// AF_FUSE_MATMUL_BIAS_RELU=0 switches the fusion off for a whole process, for A/B runs
-// of programs that do not expose SessionOptions (bench/run mlp_training with each), as
-// AF_MATMUL_BACKEND does for the matmul kernel.
-bool fusion_allowed_by_env() {
-  static const bool allowed = [] {
-    const char* e = environment_switch(EnvironmentSwitch::fuse_matmul_bias_relu);
-    return !(e && std::string_view(e) == "0");
-  }();
-  return allowed;
+// AF_FUSE_MATMUL_BIAS_RELU=0 and AF_FUSE_CONV_BIAS_RELU=0 switch a fusion off for a
+// whole process, for A/B runs of programs that do not expose SessionOptions (bench/run
+// mlp_training with each), as AF_MATMUL_BACKEND does for the matmul kernel.
+bool fusion_allowed_by_env(EnvironmentSwitch which) {
+  const char* e = environment_switch(which);
+  return !(e && std::string_view(e) == "0");
 }
 
 void prune(OptimizedPlan& p) {
@@ -385,7 +384,9 @@ Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan pl
   auto p = std::make_shared<OptimizedPlan>(g, std::move(plan));
   if (opts.constant_folding) fold_constants(*p);
   if (opts.common_subexpressions) merge_duplicates(*p);
-  if (opts.fuse_matmul_bias_relu && fusion_allowed_by_env()) fuse_matmul_bias_relu(*p);
+  const bool matmul = opts.fuse_matmul_bias_relu && fusion_allowed_by_env(EnvironmentSwitch::fuse_matmul_bias_relu);
+  const bool conv = opts.fuse_conv_bias_relu && fusion_allowed_by_env(EnvironmentSwitch::fuse_conv_bias_relu);
+  if (matmul || conv) fuse_bias_relu(*p, matmul, conv);
   // After the MatMul fusion, which takes BiasAdd's Relu when it can.
   if (opts.fuse_elementwise && elementwise_fusion_allowed_by_env()) fuse_elementwise(*p);
   if (opts.prune) prune(*p);

@@ -1,5 +1,5 @@
-// CPU kernels of Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter (NHWC input,
-// [KH,KW,C,O] filter, f32 and f64).
+// CPU kernels of Conv2D, _FusedConv2D (Conv2D + BiasAdd (+ Relu)), Conv2DBackpropInput
+// and Conv2DBackpropFilter (NHWC input, [KH,KW,C,O] filter, f32 and f64).
 //
 // All three are im2col + GEMM: a block of output positions becomes a [rows, KH*KW*C]
 // patch matrix (the "col"), and the convolution is that matrix times the [KH*KW*C, O]
@@ -168,8 +168,26 @@ std::unique_ptr<T[]> scratch(int64_t n) {
   return std::unique_ptr<T[]>(new T[static_cast<size_t>(std::max<int64_t>(1, n))]);
 }
 
+// rows [r0, r1) of y (O channels) += bias, then max(0, .) when relu: NaN stays NaN, as
+// Relu's kernel leaves it.
 template <typename T>
-void conv_forward(OpKernelContext& ctx, const ConvShape& s, const T* x, const T* w, T* y) {
+void add_bias_relu(T* y, const T* bias, bool relu, int64_t rows, int64_t O) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* yr = y + r * O;
+    if (relu) {
+      for (int64_t j = 0; j < O; ++j) {
+        const T v = yr[j] + bias[j];
+        yr[j] = v < T(0) ? T(0) : v;
+      }
+    } else {
+      for (int64_t j = 0; j < O; ++j) yr[j] += bias[j];
+    }
+  }
+}
+
+// y = conv(x, w), and with `bias` the epilogue above on each chunk while it is in cache.
+template <typename T>
+void conv_forward(OpKernelContext& ctx, const ConvShape& s, const T* x, const T* w, T* y, const T* bias, bool relu) {
   const int64_t P = s.rows(), K = s.kdim(), O = s.o;
   const bool direct = s.direct();
   const int64_t R = chunk_rows(ctx, P, K, sizeof(T));
@@ -184,6 +202,7 @@ void conv_forward(OpKernelContext& ctx, const ConvShape& s, const T* x, const T*
         a = col.get();
       }
       MatMap<T>(y + r0 * O, r1 - r0, O).noalias() = ConstMatMap<T>(a, r1 - r0, K) * ConstMatMap<T>(w, K, O);
+      if (bias) add_bias_relu(y + r0 * O, bias, relu, r1 - r0, O);
     }
   });
 }
@@ -275,10 +294,11 @@ int64_t band_count(const OpKernelContext& ctx, const ConvShape& s) {
   return std::min<int64_t>(std::max(1, ctx.device()->num_threads()), s.n);
 }
 
-bool conv_forward_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* w, float* y) {
+bool conv_forward_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* w, float* y,
+                         const float* bias, bool relu) {
   const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
   return onednn_bands(ctx, s, band_count(ctx, s), [&](const cpu::ConvDims& d, int64_t n0, int64_t) {
-    return cpu::onednn_conv2d_f32(d, x + n0 * x_image, w, y + n0 * y_image);
+    return cpu::onednn_conv2d_f32(d, x + n0 * x_image, w, y + n0 * y_image, bias, relu);
   });
 }
 
@@ -307,24 +327,47 @@ bool conv_backprop_filter_onednn(OpKernelContext& ctx, const ConvShape& s, const
   return true;
 }
 
+// Conv2D(x, filter), and _FusedConv2D(x, filter, bias) with attr relu: the bias and relu
+// are applied to each band or chunk of the output as it is written (oneDNN's post-ops,
+// or a pass over the chunk on the Eigen path), never in a second sweep over y.
 class Conv2DKernel : public ConvBase {
  public:
-  using ConvBase::ConvBase;
+  explicit Conv2DKernel(const Node& n) : ConvBase(n), fused_(n.op == "_FusedConv2D"), relu_(fused_ && n.attr_bool("relu")) {}
+
   void compute(OpKernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& f = ctx.input(1);
     ConvShape s;
     if (!geometry(ctx, x, f, &s)) return;
+    const Tensor* bias = fused_ ? &ctx.input(2) : nullptr;
+    if (bias && (bias->dtype() != x.dtype() || bias->rank() != 1 || bias->dim(0) != s.o)) {
+      ctx.fail("bias " + std::string(dtype_name(bias->dtype())) + bias->shape().to_string() + " does not match the " +
+               std::to_string(s.o) + " output channels of " + dtype_name(x.dtype()) + " filter " + f.shape().to_string());
+      return;
+    }
     Tensor& y = ctx.allocate_output(0, x.dtype(), s.out_shape());
     if (y.num_elements() == 0) return;
     // Past this point every tensor is non-empty, so every product of dims is bounded
     // by an allocation; an empty input (C = 0) convolves to zeros.
-    if (x.num_elements() == 0 || f.num_elements() == 0) return zero(y);
+    if (x.num_elements() == 0 || f.num_elements() == 0) {
+      zero(y);
+      if (!bias) return;
+      if (x.dtype() == DType::f32) add_bias_relu(y.data<float>(), bias->data<float>(), relu_, s.rows(), s.o);
+      else add_bias_relu(y.data<double>(), bias->data<double>(), relu_, s.rows(), s.o);
+      return;
+    }
     if (x.dtype() == DType::f32) {
-      if (!conv_forward_onednn(ctx, s, x.data<float>(), f.data<float>(), y.data<float>()))
-        conv_forward<float>(ctx, s, x.data<float>(), f.data<float>(), y.data<float>());
-    } else conv_forward<double>(ctx, s, x.data<double>(), f.data<double>(), y.data<double>());
+      const float* b = bias ? bias->data<float>() : nullptr;
+      if (!conv_forward_onednn(ctx, s, x.data<float>(), f.data<float>(), y.data<float>(), b, relu_))
+        conv_forward<float>(ctx, s, x.data<float>(), f.data<float>(), y.data<float>(), b, relu_);
+    } else {
+      conv_forward<double>(ctx, s, x.data<double>(), f.data<double>(), y.data<double>(),
+                           bias ? bias->data<double>() : nullptr, relu_);
+    }
   }
+
+ private:
+  const bool fused_, relu_;
 };
 
 // Conv2DBackpropInput(input, filter, out_backprop): input lends only its shape.
@@ -368,6 +411,7 @@ class Conv2DBackpropFilterKernel : public ConvBase {
 };
 
 AF_REGISTER_KERNEL("Conv2D", DeviceType::CPU, Conv2DKernel);
+AF_REGISTER_KERNEL("_FusedConv2D", DeviceType::CPU, Conv2DKernel);
 AF_REGISTER_KERNEL("Conv2DBackpropInput", DeviceType::CPU, Conv2DBackpropInputKernel);
 AF_REGISTER_KERNEL("Conv2DBackpropFilter", DeviceType::CPU, Conv2DBackpropFilterKernel);
 

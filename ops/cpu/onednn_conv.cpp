@@ -46,11 +46,12 @@ enum class Kind { forward, backprop_input, backprop_filter };
 struct Key {
   ConvDims d;
   Kind kind;
+  bool bias = false, relu = false;  // the forward's post-ops
   bool operator==(const Key& o) const {
     const ConvDims& a = d;
     const ConvDims& b = o.d;
-    return kind == o.kind && a.n == b.n && a.h == b.h && a.w == b.w && a.c == b.c && a.kh == b.kh && a.kw == b.kw &&
-           a.o == b.o && a.oh == b.oh && a.ow == b.ow && a.sh == b.sh && a.sw == b.sw && a.pad_t == b.pad_t &&
+    return kind == o.kind && bias == o.bias && relu == o.relu && a.n == b.n && a.h == b.h && a.w == b.w &&
+           a.c == b.c && a.kh == b.kh && a.kw == b.kw && a.o == b.o && a.oh == b.oh && a.ow == b.ow && a.sh == b.sh && a.sw == b.sw && a.pad_t == b.pad_t &&
            a.pad_l == b.pad_l;
   }
 };
@@ -60,7 +61,7 @@ struct KeyHash {
     const ConvDims& d = k.d;
     size_t h = 1469598103934665603ull;
     for (int64_t v : {d.n, d.h, d.w, d.c, d.kh, d.kw, d.o, d.oh, d.ow, d.sh, d.sw, d.pad_t, d.pad_l,
-                      static_cast<int64_t>(k.kind)})
+                      static_cast<int64_t>(k.kind) | int64_t{k.bias} << 2 | int64_t{k.relu} << 3})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     return h;
   }
@@ -72,7 +73,7 @@ struct KeyHash {
 // its GEMM path on plain hwio). Immutable once made; callers bring their own scratchpad
 // (user mode) and filter buffer, so threads share it.
 struct Entry {
-  dnnl::memory::desc x, w_user, w, y, scratch;
+  dnnl::memory::desc x, w_user, w, y, bias, scratch;
   dnnl::primitive prim;
   dnnl::reorder w_reorder;  // hwio -> blocked (forward, input gradient) or back (filter
                             // gradient); empty when the primitive uses hwio itself
@@ -91,7 +92,9 @@ std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> g_cache;
 // shape that only they take stays on the Eigen path.
 bool is_reference(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
 
-std::shared_ptr<const Entry> make_entry(const ConvDims& d, Kind kind) {
+std::shared_ptr<const Entry> make_entry(const Key& key) {
+  const ConvDims& d = key.d;
+  const Kind kind = key.kind;
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
   auto e = std::make_shared<Entry>();
@@ -104,9 +107,23 @@ std::shared_ptr<const Entry> make_entry(const ConvDims& d, Kind kind) {
       pad_r{(d.oh - 1) * d.sh + d.kh - d.h - d.pad_t, (d.ow - 1) * d.sw + d.kw - d.w - d.pad_l};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // The bias and relu are post-ops, applied to each output once its sum is complete and
+  // while it is still in registers: no second pass over y. The bias is a binary add, not
+  // the primitive's own bias argument, which the AVX2 kernels load as the sum's starting
+  // value: a post-op adds it last, as BiasAdd after Conv2D does, so the bits are the same.
+  dnnl::primitive_attr fwd_attr = attr;
+  if (key.bias || key.relu) {
+    dnnl::post_ops ops;
+    if (key.bias) {
+      e->bias = dnnl::memory::desc({1, d.o, 1, 1}, dt::f32, tag::abcd);
+      ops.append_binary(dnnl::algorithm::binary_add, e->bias);
+    }
+    if (key.relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    fwd_attr.set_post_ops(ops);
+  }
   auto forward_pd = [&](dnnl::prop_kind prop, dnnl::algorithm alg, const dnnl::memory::desc& w) {
     dnnl::convolution_forward::desc cd(prop, alg, e->x, w, e->y, strides, pad_l, pad_r);
-    return dnnl::convolution_forward::primitive_desc(cd, attr, engine());
+    return dnnl::convolution_forward::primitive_desc(cd, kind == Kind::forward ? fwd_attr : attr, engine());
   };
   if (kind == Kind::forward) {
     dnnl::convolution_forward::primitive_desc pd;
@@ -150,14 +167,13 @@ std::shared_ptr<const Entry> make_entry(const ConvDims& d, Kind kind) {
   return e;
 }
 
-std::shared_ptr<const Entry> lookup(const ConvDims& d, Kind kind) {
-  const Key key{d, kind};
+std::shared_ptr<const Entry> lookup(const Key& key) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_cache.find(key);
     if (it != g_cache.end()) return it->second;
   }
-  auto e = make_entry(d, kind);  // outside the lock: a JIT compile is slow
+  auto e = make_entry(key);  // outside the lock: a JIT compile is slow
   std::lock_guard<std::mutex> lock(g_mu);
   // A refused shape is cached too (as null), so it is not tried again on every call.
   if (g_cache.size() >= kMaxEntries) g_cache.clear();
@@ -165,8 +181,10 @@ std::shared_ptr<const Entry> lookup(const ConvDims& d, Kind kind) {
 }
 
 // Runs one convolution primitive of `kind` on this thread: `a` and `b` are its two inputs
-// (x and w; w and dy; x and dy), `out` its output (y; dx; dw), all in our layouts.
-bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* out) {
+// (x and w; w and dy; x and dy), `out` its output (y; dx; dw), all in our layouts. The
+// forward adds `bias` (per output channel) when given, then applies relu when asked.
+bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* out, const float* bias = nullptr,
+         bool relu = false) {
   if (d.n <= 0 || d.oh <= 0 || d.ow <= 0 || d.c <= 0 || d.o <= 0) return false;
   // Negative trailing padding (VALID with a stride that leaves input unread) is left to
   // the Eigen path.
@@ -176,7 +194,7 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   std::shared_ptr<const Entry> e;
   try {
-    e = lookup(d, kind);
+    e = lookup(Key{d, kind, bias != nullptr, relu});
   } catch (const dnnl::error&) {
     return false;
   }
@@ -199,9 +217,10 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
     if (kind != Kind::backprop_filter) e->w_reorder.execute(stream, user, filter);
   }
   std::unordered_map<int, dnnl::memory> args;
-  if (kind == Kind::forward)
+  if (kind == Kind::forward) {
     args = {{DNNL_ARG_SRC, mem(e->x, a)}, {DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DST, mem(e->y, out)}};
-  else if (kind == Kind::backprop_input)
+    if (bias) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mem(e->bias, bias));
+  } else if (kind == Kind::backprop_input)
     args = {{DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DIFF_DST, mem(e->y, b)}, {DNNL_ARG_DIFF_SRC, mem(e->x, out)}};
   else
     args = {{DNNL_ARG_SRC, mem(e->x, a)}, {DNNL_ARG_DIFF_DST, mem(e->y, b)}, {DNNL_ARG_DIFF_WEIGHTS, filter}};
@@ -214,8 +233,8 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
 
 }  // namespace
 
-bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y) {
-  return run(d, Kind::forward, x, w, y);
+bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y, const float* bias, bool relu) {
+  return run(d, Kind::forward, x, w, y, bias, relu);
 }
 bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const float* dy, float* dx) {
   return run(d, Kind::backprop_input, w, dy, dx);
@@ -227,7 +246,7 @@ bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const 
 #else  // no oneDNN
 
 bool prefer_onednn_conv() { return false; }
-bool onednn_conv2d_f32(const ConvDims&, const float*, const float*, float*) { return false; }
+bool onednn_conv2d_f32(const ConvDims&, const float*, const float*, float*, const float*, bool) { return false; }
 bool onednn_conv2d_backprop_input_f32(const ConvDims&, const float*, const float*, float*) { return false; }
 bool onednn_conv2d_backprop_filter_f32(const ConvDims&, const float*, const float*, float*) { return false; }
 

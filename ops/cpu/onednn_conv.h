@@ -26,8 +26,11 @@ bool prefer_onednn_conv();
 
 // y = conv(x, w) for images [0, d.n) of a batch (the caller shards images over its pool;
 // each call runs on the calling thread only, see onednn_matmul.h), through a primitive
-// cached per shape. False (y untouched) when oneDNN is not built in or rejects the shape.
-bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y);
+// cached per shape. With `bias` ([d.o]) y gets it added per channel, and with `relu`
+// then max(0, .), as oneDNN post-ops. False (y untouched) when oneDNN is not built in or
+// rejects the shape.
+bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y, const float* bias = nullptr,
+                       bool relu = false);
 // dx = the gradient of the convolution with respect to x (Conv2DBackpropInput), for the
 // images of d; dy is [n,oh,ow,o].
 bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const float* dy, float* dx);

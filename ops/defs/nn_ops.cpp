@@ -107,6 +107,22 @@ Status conv2d_shape(ShapeContext& c) {
   return Status::OK();
 }
 
+// _FusedConv2D(x, filter, bias): conv2d(x, filter) + bias along the channels, then Relu
+// when attr relu is set. The bias must be a vector of the output's channels.
+Status fused_conv2d_shape(ShapeContext& c) {
+  AF_RETURN_IF_ERROR(conv2d_shape(c));
+  AF_RETURN_IF_ERROR(same_dtype(c, 0, 2));
+  const Shape& bias = c.input_shape(2);
+  if (bias.has_rank() && bias.rank() != 1) return c.error("bias " + c.describe_input(2) + " must be a vector");
+  const Shape out = c.node().output_shapes[0];
+  if (!bias.has_rank() || !out.has_rank()) return Status::OK();
+  const int64_t o = out.dim(3), b = bias.dim(0);
+  if (o >= 0 && b >= 0 && o != b)
+    return c.error("bias " + c.describe_input(2) + " does not match the " + std::to_string(o) + " output channels");
+  if (o < 0 && b >= 0) c.set_output(0, c.input_dtype(0), Shape{out.dim(0), out.dim(1), out.dim(2), b});
+  return Status::OK();
+}
+
 // The backprops take (input, filter, out_backprop); the input (for BackpropInput) or the
 // filter (for BackpropFilter) only lends its shape. out_backprop must fit the forward.
 Status conv_backprop_shape(ShapeContext& c, int result_of) {
@@ -277,6 +293,16 @@ AF_REGISTER_OP("Conv2D")
     .required_attr("padding")
     .expensive()
     .shape_fn(conv2d_shape);
+// Conv2D -> BiasAdd (-> Relu) as one node, written by the plan-time fusion pass
+// (actors/src/graph_passes.cpp) after autodiff has run, so it has no gradient; CPU kernel
+// only (ops/cpu/conv_kernels.cpp), so the pass leaves graphs placed on a GPU alone.
+AF_REGISTER_OP("_FusedConv2D")
+    .inputs(3)
+    .attr("strides", AttrValue::Ints{1, 1})
+    .required_attr("padding")
+    .attr("relu", false)
+    .expensive()
+    .shape_fn(fused_conv2d_shape);
 AF_REGISTER_OP("Conv2DBackpropInput")
     .inputs(3)
     .attr("strides", AttrValue::Ints{1, 1})

@@ -58,6 +58,7 @@ std::shared_ptr<af::runtime::OptimizedPlan> plan_of(Mlp& t, int num_gpus, std::v
   REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
   af::GraphOptimizerOptions o;
   o.fuse_elementwise = false;  // as local sessions do for graphs that ask for a GPU
+  o.fuse_conv_bias_relu = false;
   auto opt = af::runtime::optimize_plan(t.g, std::move(*plan), o);
   REQUIRE_MESSAGE(opt.ok(), opt.status().to_string());
   af::runtime::GpuPlanOptions gp;

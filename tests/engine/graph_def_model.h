@@ -244,6 +244,9 @@ inline Model build_model() {
     auto upstream = af::identity(pooled * 2.0, "upstream");
     auto mp_grad = af::gradients({pooled}, {c}, {upstream})[0];
     keep(af::gradients({af::reduce_sum(mp_grad * mp_grad)}, {upstream})[0]);  // MaxPoolGradGrad
+    // What the plan-time fusion pass writes for Conv2D + BiasAdd + Relu.
+    raw("_FusedConv2D", {img, filter, af::constant(g, af::Tensor::filled(af::f32, {4}, 0.1), "bias")},
+        {{"padding", std::string("SAME")}, {"relu", true}});
   }
 
   // Optimizer updates, dense and sparse, on model/rn with model/ru and model/tn as slots.

@@ -30,6 +30,10 @@ struct GraphOptimizerOptions {
   // MatMul followed by BiasAdd (and Relu) runs as one _FusedMatMul kernel (oneDNN's
   // post-ops) where the CPU kernels are built with oneDNN.
   bool fuse_matmul_bias_relu = true;
+  // Conv2D followed by BiasAdd (and Relu) runs as one _FusedConv2D kernel (oneDNN's
+  // post-ops, or a pass over each chunk of the output as the Eigen path writes it). CPU
+  // only: graphs placed on a GPU keep their convolutions unfused.
+  bool fuse_conv_bias_relu = true;
   // A chain (or small DAG with one output) of f32 elementwise ops of one shape, whose
   // inner results nothing else reads, runs as one _FusedElementwise kernel: one pass
   // over the data in cache-sized blocks, no intermediate tensors, one actor.

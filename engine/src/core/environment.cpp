@@ -11,6 +11,7 @@ const char* environment_switch_name(EnvironmentSwitch s) {
     case EnvironmentSwitch::conv_backend: return "AF_CONV_BACKEND";
     case EnvironmentSwitch::fuse_elementwise: return "AF_FUSE_ELEMENTWISE";
     case EnvironmentSwitch::fuse_matmul_bias_relu: return "AF_FUSE_MATMUL_BIAS_RELU";
+    case EnvironmentSwitch::fuse_conv_bias_relu: return "AF_FUSE_CONV_BIAS_RELU";
     case EnvironmentSwitch::caf_aggressive_polls: return "AF_CAF_AGGRESSIVE_POLLS";
     case EnvironmentSwitch::caf_moderate_polls: return "AF_CAF_MODERATE_POLLS";
     case EnvironmentSwitch::net_spin_us: return "AF_NET_SPIN_US";
