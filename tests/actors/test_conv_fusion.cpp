@@ -7,26 +7,23 @@
 
 #include <actorflow/actorflow.h>
 #include <actorflow/layers.h>
-#include <actorflow/runtime/actor_count.h>
-#include <actorflow/runtime/run_path.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "../../ops/cpu/onednn_conv.h"
+#include "fusion_test_util.h"
 
 namespace af = actorflow;
 namespace cpu = actorflow::cpu;
+using aft::OneActorPerNode;
+using aft::random_tensor;
+using aft::run_counted;
 
 namespace {
-
-// One actor per node, so the counts below show what the pass fused.
-struct OneActorPerNode {
-  af::runtime::ScopedRunPath one_actor_per_node_{af::runtime::RunPath{false, false}};
-};
 
 af::SessionOptions fusing(bool on) {
   af::SessionOptions o;
@@ -40,31 +37,6 @@ struct ConvBackend {
   ~ConvBackend() { cpu::set_conv_backend(saved); }
   cpu::ConvBackend saved;
 };
-
-af::Tensor random_tensor(af::DType t, const af::Shape& shape, std::mt19937& rng) {
-  af::Tensor x(t, shape);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (int64_t i = 0; i < x.num_elements(); ++i) {
-    if (t == af::f32) x.data<float>()[i] = static_cast<float>(u(rng));
-    else x.data<double>()[i] = u(rng);
-  }
-  return x;
-}
-
-struct Counted {
-  std::vector<af::Tensor> out;
-  int64_t actors = 0;
-};
-
-Counted run_counted(af::Graph& g, const af::SessionOptions& o, const std::vector<af::Fetch>& fetches,
-                    const af::FeedDict& feeds) {
-  auto sess = af::Session::create(g, o).value();
-  REQUIRE(sess.run_init().ok());
-  const int64_t before = af::runtime::node_actors_spawned();
-  auto r = sess.run(fetches, feeds);
-  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-  return {*r, af::runtime::node_actors_spawned() - before};
-}
 
 bool same_bits(const af::Tensor& a, const af::Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
@@ -121,7 +93,7 @@ TEST_CASE_FIXTURE(OneActorPerNode, "fused and unfused convolutions give the same
 }
 
 TEST_CASE_FIXTURE(OneActorPerNode, "a small CNN's training steps: the same losses and weights with the pass on and off") {
-  auto train = [](bool fuse, int64_t* actors) {
+  auto train = [](bool fuse) {
     af::Graph g;
     g.set_seed(7);
     auto x = af::placeholder(g, af::f32, {-1, 10, 10, 2}, "x");
@@ -133,45 +105,26 @@ TEST_CASE_FIXTURE(OneActorPerNode, "a small CNN's training steps: the same losse
     auto logits = af::layers::dense(h, 3, {}, "out");
     auto loss = af::reduce_mean(af::sparse_softmax_cross_entropy(logits, labels));
     af::Operation step = af::optim::SGD(0.05).minimize(loss);
-    auto sess = af::Session::create(g, fusing(fuse)).value();
-    REQUIRE(sess.run_init().ok());
     // One batch, fitted step after step: its loss must fall.
     std::mt19937 rng(3);
     std::vector<int64_t> l(6);
     for (auto& v : l) v = static_cast<int64_t>(rng() % 3);
     af::FeedDict feeds{{x, random_tensor(af::f32, {6, 10, 10, 2}, rng)}, {labels, af::Tensor::from_vector(l, {6})}};
-    std::vector<float> losses;
-    for (int s = 0; s < 15; ++s) {
-      const int64_t before = af::runtime::node_actors_spawned();
-      auto r = sess.run({loss}, feeds, {step});
-      if (s == 0) *actors = af::runtime::node_actors_spawned() - before;
-      REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-      losses.push_back((*r)[0].item<float>());
-    }
-    std::vector<af::Tensor> weights;
-    for (const char* v : {"conv1/kernel", "conv1/bias", "conv2/kernel", "conv2/bias", "out/kernel", "out/bias"}) {
-      auto var = g.find_output(v);
-      REQUIRE(var.ok());
-      auto r = sess.run({*var});
-      REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-      weights.push_back((*r)[0]);
-    }
-    return std::make_pair(losses, weights);
+    return aft::train_counted(g, fusing(fuse), loss, step, 15, [&](int) { return feeds; },
+                              {"conv1/kernel", "conv1/bias", "conv2/kernel", "conv2/bias", "out/kernel", "out/bias"});
   };
-  int64_t actors_on = 0, actors_off = 0;
-  auto on = train(true, &actors_on);
-  auto off = train(false, &actors_off);
+  const aft::Trained on = train(true), off = train(false);
   // Relu's gradient tests the BiasAdd output (> 0); the pass moves that test onto the
   // Relu's output, so each convolution fuses with its BiasAdd and Relu: 2 nodes fewer each.
-  CHECK(actors_on == actors_off - 4);
-  for (size_t s = 0; s < on.first.size(); ++s) {
+  CHECK(on.first_step_actors == off.first_step_actors - 4);
+  for (size_t s = 0; s < on.losses.size(); ++s) {
     CAPTURE(s);
-    CHECK(on.first[s] == off.first[s]);
+    CHECK(on.losses[s] == off.losses[s]);
   }
-  CHECK(on.first.back() < on.first.front());
-  for (size_t i = 0; i < on.second.size(); ++i) {
+  CHECK(on.losses.back() < on.losses.front());
+  for (size_t i = 0; i < on.variables.size(); ++i) {
     CAPTURE(i);
-    CHECK(same_bits(on.second[i], off.second[i]));
+    CHECK(same_bits(on.variables[i], off.variables[i]));
   }
 }
 

@@ -8,7 +8,6 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/layers.h>
 #include <actorflow/runtime/actor_count.h>
-#include <actorflow/runtime/run_path.h>
 
 #include <algorithm>
 #include <array>
@@ -16,34 +15,22 @@
 #include <random>
 
 #include "../../ops/cpu/onednn_matmul.h"
+#include "fusion_test_util.h"
 
 namespace af = actorflow;
 namespace cpu = actorflow::cpu;
+using aft::Counted;
+using aft::OneActorPerNode;
+using aft::random_tensor;
+using aft::run_counted;
 
 namespace {
-
-// The cases count one actor per node to see what the pass fused: cheap nodes must not
-// move into their producers' actors (or onto the caller's thread) here. Set per case, not
-// for the file: the other files of this test binary run with the default run path.
-struct OneActorPerNode {
-  af::runtime::ScopedRunPath one_actor_per_node_{af::runtime::RunPath{false, false}};
-};
 
 af::SessionOptions fusing(bool on, int threads = 2) {
   af::SessionOptions o;
   o.optimizer.fuse_matmul_bias_relu = on;
   o.intra_op_threads = threads;
   return o;
-}
-
-af::Tensor random_tensor(af::DType t, af::Shape shape, std::mt19937& rng) {
-  af::Tensor x(t, shape);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (int64_t i = 0; i < x.num_elements(); ++i) {
-    if (t == af::f32) x.data<float>()[i] = static_cast<float>(u(rng));
-    else x.data<double>()[i] = u(rng);
-  }
-  return x;
 }
 
 // |a - b| <= tol * (1 + |b|) everywhere.
@@ -56,21 +43,6 @@ void check_near(const af::Tensor& a, const af::Tensor& b, double tol) {
     worst = std::max(worst, std::fabs(x - y) / (1 + std::fabs(y)));
   }
   CHECK(worst <= tol);
-}
-
-// Node actors spawned to prepare and run one step.
-struct Counted {
-  std::vector<af::Tensor> out;
-  int64_t actors = 0;
-};
-Counted run_counted(af::Graph& g, const af::SessionOptions& o, const std::vector<af::Fetch>& fetches,
-                    const af::FeedDict& feeds = {}, const std::vector<af::Operation>& targets = {}) {
-  auto sess = af::Session::create(g, o).value();
-  REQUIRE(sess.run_init().ok());
-  int64_t before = af::runtime::node_actors_spawned();
-  auto r = sess.run(fetches, feeds, targets);
-  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-  return {*r, af::runtime::node_actors_spawned() - before};
 }
 
 struct Backend {
@@ -242,7 +214,7 @@ TEST_CASE_FIXTURE(OneActorPerNode, "a bias that waits for the MatMul (a control 
 }
 
 TEST_CASE_FIXTURE(OneActorPerNode, "a training step of a small MLP: same losses and weights with the pass on and off") {
-  auto train = [](bool fuse, int64_t* actors) {
+  auto train = [](bool fuse) {
     af::Graph g;
     g.set_seed(42);
     auto x = af::placeholder(g, af::f32, {-1, 12}, "x");
@@ -253,45 +225,28 @@ TEST_CASE_FIXTURE(OneActorPerNode, "a training step of a small MLP: same losses 
     auto loss = af::reduce_mean(af::sparse_softmax_cross_entropy(logits, labels));
     af::optim::SGD opt(0.1);
     af::Operation step = opt.minimize(loss);
-    auto sess = af::Session::create(g, fusing(fuse)).value();
-    REQUIRE(sess.run_init().ok());
     std::mt19937 rng(11);
-    std::vector<float> losses;
-    for (int s = 0; s < 20; ++s) {
+    auto feeds = [&](int) {
       std::vector<int64_t> l(8);
       for (auto& v : l) v = static_cast<int64_t>(rng() % 3);
-      af::FeedDict feeds{{x, random_tensor(af::f32, {8, 12}, rng)}, {labels, af::Tensor::from_vector(l, {8})}};
-      int64_t before = af::runtime::node_actors_spawned();
-      auto r = sess.run({loss}, feeds, {step});
-      if (s == 0) *actors = af::runtime::node_actors_spawned() - before;
-      REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-      losses.push_back((*r)[0].item<float>());
-    }
-    std::vector<af::Tensor> weights;
-    for (const char* v : {"h1/kernel", "h1/bias", "h2/kernel", "h2/bias", "out/kernel", "out/bias"}) {
-      auto var = g.find_output(v);
-      REQUIRE(var.ok());
-      auto r = sess.run({*var});
-      REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-      weights.push_back((*r)[0]);
-    }
-    return std::make_pair(losses, weights);
+      return af::FeedDict{{x, random_tensor(af::f32, {8, 12}, rng)}, {labels, af::Tensor::from_vector(l, {8})}};
+    };
+    return aft::train_counted(g, fusing(fuse), loss, step, 20, feeds,
+                              {"h1/kernel", "h1/bias", "h2/kernel", "h2/bias", "out/kernel", "out/bias"});
   };
-  int64_t actors_on = 0, actors_off = 0;
-  auto on = train(true, &actors_on);
-  auto off = train(false, &actors_off);
+  const aft::Trained on = train(true), off = train(false);
   // Relu's gradient tests the BiasAdd output (> 0); the pass moves that test onto the
   // Relu's output, so the hidden layers fuse MatMul + BiasAdd + Relu (2 nodes fewer
   // each) and the output layer MatMul + BiasAdd (1 fewer).
-  CHECK(actors_on == actors_off - 5);
-  for (size_t s = 0; s < on.first.size(); ++s) {
+  CHECK(on.first_step_actors == off.first_step_actors - 5);
+  for (size_t s = 0; s < on.losses.size(); ++s) {
     CAPTURE(s);
-    CHECK(on.first[s] == doctest::Approx(off.first[s]).epsilon(1e-5));
+    CHECK(on.losses[s] == doctest::Approx(off.losses[s]).epsilon(1e-5));
   }
-  CHECK(on.first.back() < on.first.front());
-  for (size_t i = 0; i < on.second.size(); ++i) {
+  CHECK(on.losses.back() < on.losses.front());
+  for (size_t i = 0; i < on.variables.size(); ++i) {
     CAPTURE(i);
-    check_near(on.second[i], off.second[i], 1e-5);
+    check_near(on.variables[i], off.variables[i], 1e-5);
   }
 }
 
