@@ -387,7 +387,7 @@ Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan pl
   const bool matmul = opts.fuse_matmul_bias_relu && fusion_allowed_by_env(EnvironmentSwitch::fuse_matmul_bias_relu);
   const bool conv = opts.fuse_conv_bias_relu && fusion_allowed_by_env(EnvironmentSwitch::fuse_conv_bias_relu);
   if (matmul || conv) fuse_bias_relu(*p, matmul, conv);
-  // After the MatMul fusion, which takes BiasAdd's Relu when it can.
+  // After the MatMul and Conv2D fusion, which takes BiasAdd's Relu when it can.
   if (opts.fuse_elementwise && elementwise_fusion_allowed_by_env()) fuse_elementwise(*p);
   if (opts.prune) prune(*p);
   return p;

@@ -27,6 +27,7 @@
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet code.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "common/conv_geometry.h"
+#include "cpu/bias_relu.h"
 #include "cpu/eigen_device.h"
 #include "cpu/onednn_conv.h"
 
@@ -168,24 +169,8 @@ std::unique_ptr<T[]> scratch(int64_t n) {
   return std::unique_ptr<T[]>(new T[static_cast<size_t>(std::max<int64_t>(1, n))]);
 }
 
-// rows [r0, r1) of y (O channels) += bias, then max(0, .) when relu: NaN stays NaN, as
-// Relu's kernel leaves it.
-template <typename T>
-void add_bias_relu(T* y, const T* bias, bool relu, int64_t rows, int64_t O) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* yr = y + r * O;
-    if (relu) {
-      for (int64_t j = 0; j < O; ++j) {
-        const T v = yr[j] + bias[j];
-        yr[j] = v < T(0) ? T(0) : v;
-      }
-    } else {
-      for (int64_t j = 0; j < O; ++j) yr[j] += bias[j];
-    }
-  }
-}
-
-// y = conv(x, w), and with `bias` the epilogue above on each chunk while it is in cache.
+// y = conv(x, w), and with `bias` the bias-and-relu epilogue (cpu/bias_relu.h) on each
+// chunk while it is in cache.
 template <typename T>
 void conv_forward(OpKernelContext& ctx, const ConvShape& s, const T* x, const T* w, T* y, const T* bias, bool relu) {
   const int64_t P = s.rows(), K = s.kdim(), O = s.o;
@@ -202,7 +187,7 @@ void conv_forward(OpKernelContext& ctx, const ConvShape& s, const T* x, const T*
         a = col.get();
       }
       MatMap<T>(y + r0 * O, r1 - r0, O).noalias() = ConstMatMap<T>(a, r1 - r0, K) * ConstMatMap<T>(w, K, O);
-      if (bias) add_bias_relu(y + r0 * O, bias, relu, r1 - r0, O);
+      if (bias) cpu::add_bias_relu_rows(y + r0 * O, bias, r1 - r0, O, relu);
     }
   });
 }
@@ -332,7 +317,8 @@ bool conv_backprop_filter_onednn(OpKernelContext& ctx, const ConvShape& s, const
 // or a pass over the chunk on the Eigen path), never in a second sweep over y.
 class Conv2DKernel : public ConvBase {
  public:
-  explicit Conv2DKernel(const Node& n) : ConvBase(n), fused_(n.op == "_FusedConv2D"), relu_(fused_ && n.attr_bool("relu")) {}
+  explicit Conv2DKernel(const Node& n)
+      : ConvBase(n), fused_(n.op == "_FusedConv2D"), relu_(fused_ && n.attr_bool("relu")) {}
 
   void compute(OpKernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -342,7 +328,8 @@ class Conv2DKernel : public ConvBase {
     const Tensor* bias = fused_ ? &ctx.input(2) : nullptr;
     if (bias && (bias->dtype() != x.dtype() || bias->rank() != 1 || bias->dim(0) != s.o)) {
       ctx.fail("bias " + std::string(dtype_name(bias->dtype())) + bias->shape().to_string() + " does not match the " +
-               std::to_string(s.o) + " output channels of " + dtype_name(x.dtype()) + " filter " + f.shape().to_string());
+               std::to_string(s.o) + " output channels of " + dtype_name(x.dtype()) + " filter " +
+               f.shape().to_string());
       return;
     }
     Tensor& y = ctx.allocate_output(0, x.dtype(), s.out_shape());
@@ -352,8 +339,8 @@ class Conv2DKernel : public ConvBase {
     if (x.num_elements() == 0 || f.num_elements() == 0) {
       zero(y);
       if (!bias) return;
-      if (x.dtype() == DType::f32) add_bias_relu(y.data<float>(), bias->data<float>(), relu_, s.rows(), s.o);
-      else add_bias_relu(y.data<double>(), bias->data<double>(), relu_, s.rows(), s.o);
+      if (x.dtype() == DType::f32) cpu::add_bias_relu_rows(y.data<float>(), bias->data<float>(), s.rows(), s.o, relu_);
+      else cpu::add_bias_relu_rows(y.data<double>(), bias->data<double>(), s.rows(), s.o, relu_);
       return;
     }
     if (x.dtype() == DType::f32) {

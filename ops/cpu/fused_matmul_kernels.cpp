@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "actorflow/kernel.h"
+#include "cpu/bias_relu.h"
 #include "cpu/onednn_matmul.h"
 
 namespace actorflow {
@@ -22,19 +23,8 @@ namespace {
 
 template <typename T>
 void add_bias_relu(const DeviceContext* dev, T* c, const T* bias, int64_t rows, int64_t n, bool relu) {
-  dev->parallel_for(rows, n + 4, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      T* cr = c + r * n;
-      if (relu) {
-        for (int64_t j = 0; j < n; ++j) {
-          const T v = static_cast<T>(cr[j] + bias[j]);
-          cr[j] = v < T(0) ? T(0) : v;  // NaN propagates, as Relu's kernel
-        }
-      } else {
-        for (int64_t j = 0; j < n; ++j) cr[j] = static_cast<T>(cr[j] + bias[j]);
-      }
-    }
-  });
+  dev->parallel_for(rows, n + 4,
+                    [&](int64_t r0, int64_t r1) { cpu::add_bias_relu_rows(c + r0 * n, bias, r1 - r0, n, relu); });
 }
 
 class FusedMatMulKernel : public OpKernel {

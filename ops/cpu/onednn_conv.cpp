@@ -51,8 +51,8 @@ struct Key {
     const ConvDims& a = d;
     const ConvDims& b = o.d;
     return kind == o.kind && bias == o.bias && relu == o.relu && a.n == b.n && a.h == b.h && a.w == b.w &&
-           a.c == b.c && a.kh == b.kh && a.kw == b.kw && a.o == b.o && a.oh == b.oh && a.ow == b.ow && a.sh == b.sh && a.sw == b.sw && a.pad_t == b.pad_t &&
-           a.pad_l == b.pad_l;
+           a.c == b.c && a.kh == b.kh && a.kw == b.kw && a.o == b.o && a.oh == b.oh && a.ow == b.ow && a.sh == b.sh &&
+           a.sw == b.sw && a.pad_t == b.pad_t && a.pad_l == b.pad_l;
   }
 };
 
@@ -94,7 +94,7 @@ bool is_reference(const char* impl) { return std::string(impl).rfind("ref", 0) =
 
 std::shared_ptr<const Entry> make_entry(const Key& key) {
   const ConvDims& d = key.d;
-  const Kind kind = key.kind;
+  const Kind kind = key.kind;  // backward keys have neither bias nor relu
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
   auto e = std::make_shared<Entry>();
@@ -111,7 +111,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   // while it is still in registers: no second pass over y. The bias is a binary add, not
   // the primitive's own bias argument, which the AVX2 kernels load as the sum's starting
   // value: a post-op adds it last, as BiasAdd after Conv2D does, so the bits are the same.
-  dnnl::primitive_attr fwd_attr = attr;
+  // Only forward keys ask for them.
   if (key.bias || key.relu) {
     dnnl::post_ops ops;
     if (key.bias) {
@@ -119,11 +119,11 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
       ops.append_binary(dnnl::algorithm::binary_add, e->bias);
     }
     if (key.relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    fwd_attr.set_post_ops(ops);
+    attr.set_post_ops(ops);
   }
   auto forward_pd = [&](dnnl::prop_kind prop, dnnl::algorithm alg, const dnnl::memory::desc& w) {
     dnnl::convolution_forward::desc cd(prop, alg, e->x, w, e->y, strides, pad_l, pad_r);
-    return dnnl::convolution_forward::primitive_desc(cd, kind == Kind::forward ? fwd_attr : attr, engine());
+    return dnnl::convolution_forward::primitive_desc(cd, attr, engine());
   };
   if (kind == Kind::forward) {
     dnnl::convolution_forward::primitive_desc pd;
