@@ -13,6 +13,7 @@ PKGS=(
   gdb  # scripts/chaos: every task's stacks when a run hangs (test_chaos prints them)
   libgloo-dev  # CPU all-reduce for --strategy allreduce
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # actorflow-serve's gRPC API
+  libgoogle-perftools-dev  # actorflow-serve's malloc (tcmalloc)
 )
 missing=()
 for p in "${PKGS[@]}"; do
