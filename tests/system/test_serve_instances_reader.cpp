@@ -60,7 +60,10 @@ TEST_CASE("needs actorflow-serve: plain rows read as their numbers' correctly ro
   std::vector<std::string> texts = {"0",        "7",          "0.1",         "0.501961",    "-2.75",  "123456789",
                                     "1e22",     "1e23",       "4.35E-3",     "2.5e+2",      "1E0",    "0.000001",
                                     "9007199254740993",       "12345678901234567890123", "0.30000000000000004441",
-                                    "1.7976931348623157e308", "4.9e-324",    "-0.000000000000000000000000123"};
+                                    "1.7976931348623157e308", "4.9e-324",    "-0.000000000000000000000000123",
+                                    // Digit runs of every length around the eight read at once.
+                                    "12345678", "123456789", "0.12345678", "0.123456789", "1234567.1234567",
+                                    "98765432109876543", "9999999999999999999", "99999999999999999999", "0.0117647"};
   std::mt19937_64 rng(7);
   for (int i = 0; i < 2000; ++i) {
     // Random decimals of up to 17 significant digits and exponents the fast path does
