@@ -20,7 +20,8 @@
 //     of the first Fashion-MNIST test row (a TensorProto with tensor_content) to model
 //     "fashion" on 127.0.0.1:PORT, C calls in flight over T threads (a channel and a
 //     completion queue each), for S seconds. With --delay-ms, a call slot waits a random
-//     0..2D ms after each answer before its next call (as the case's wrk script does);
+//     0..2D ms (D may be a fraction) after each answer before its next call, as the
+//     case's wrk script does;
 //     a call is timed from its start. Every answer must be class K (--expect). Prints one
 //     JSON line: calls/s, p50/p99, errors.
 //
@@ -168,7 +169,7 @@ struct GrpcLoadThread {
   std::string first_error;
 };
 
-void grpc_load_thread(int port, const tensorflow::serving::PredictRequest& req, int slots, int delay_ms, int64_t expect,
+void grpc_load_thread(int port, const tensorflow::serving::PredictRequest& req, int slots, double delay_ms, int64_t expect,
                       bench::Clock::time_point end, unsigned seed, GrpcLoadThread* out) {
   namespace tfs = tensorflow::serving;
   using Clock = bench::Clock;
@@ -186,7 +187,7 @@ void grpc_load_thread(int port, const tensorflow::serving::PredictRequest& req, 
     int slot = 0;
   };
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> think(0, 2 * std::max(0, delay_ms) * 1000);
+  std::uniform_int_distribution<int64_t> think(0, static_cast<int64_t>(2 * std::max(0.0, delay_ms) * 1000));
   std::multimap<Clock::time_point, int> waiting;  // slots thinking, by when they call again
   int outstanding = 0;
   auto issue = [&](int slot) {
@@ -248,7 +249,7 @@ void grpc_load_thread(int port, const tensorflow::serving::PredictRequest& req, 
   while (cq.Next(&tag, &ok)) delete static_cast<Call*>(tag);
 }
 
-int grpc_load(int port, double seconds, int concurrency, int threads, int delay_ms, int64_t expect) {
+int grpc_load(int port, double seconds, int concurrency, int threads, double delay_ms, int64_t expect) {
   auto data = kit::load_fashion_mnist(kit::kFashionMnistDir);
   if (!data.ok()) {
     std::fprintf(stderr, "serving: %s\n", data.status().to_string().c_str());
@@ -287,7 +288,7 @@ int grpc_load(int port, double seconds, int concurrency, int threads, int delay_
   for (char& c : first_error)
     if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '?';
   std::printf("{\"ok\": %s, \"requests\": %lld, \"errors\": %lld, \"seconds\": %.3f, \"rps\": %.1f, \"p50_ms\": %.4f, "
-              "\"p99_ms\": %.4f, \"concurrency\": %d, \"threads\": %d, \"delay_ms\": %d, \"first_error\": \"%s\"}\n",
+              "\"p99_ms\": %.4f, \"concurrency\": %d, \"threads\": %d, \"delay_ms\": %.4f, \"first_error\": \"%s\"}\n",
               errors == 0 && ok > 0 ? "true" : "false", static_cast<long long>(ok), static_cast<long long>(errors), wall, ok / wall,
               pct(0.50), pct(0.99), concurrency, threads, delay_ms, first_error.c_str());
   std::fflush(stdout);
@@ -301,14 +302,15 @@ int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "--grpc-load") == 0) {
 #if AF_SERVE_GRPC
     double seconds = 3;
-    int concurrency = 64, threads = 1, delay_ms = 0;
+    int concurrency = 64, threads = 1;
+    double delay_ms = 0;
     int64_t expect = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
       std::string a = argv[i];
       if (a == "--seconds") seconds = std::atof(argv[i + 1]);
       else if (a == "--concurrency") concurrency = std::max(1, std::atoi(argv[i + 1]));
       else if (a == "--threads") threads = std::max(1, std::atoi(argv[i + 1]));
-      else if (a == "--delay-ms") delay_ms = std::max(0, std::atoi(argv[i + 1]));
+      else if (a == "--delay-ms") delay_ms = std::max(0.0, std::atof(argv[i + 1]));
       else if (a == "--expect") expect = std::atoll(argv[i + 1]);
       else {
         std::fprintf(stderr, "serving: unknown option %s\n", a.c_str());

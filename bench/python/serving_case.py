@@ -142,19 +142,22 @@ class Server:
 def _wrk_script(path, body_path, delay_ms):
     # delay(): a random wait of 0..2*delay_ms (mean delay_ms) before each request, so that
     # the 64 connections do not fire in lockstep; wrk times a request from its write.
+    # wrk's delays are whole ms: a draw is rounded down or up at random in proportion
+    # (floor(d + u), u uniform in [0, 1)), so that the mean stays delay_ms when that is
+    # a fraction of a ms, as half the saturating rate of a fast server asks.
     with open(path, "w") as f:
         f.write("""wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local f = io.open("%s", "rb")
 wrk.body = f:read("*a")
 f:close()
-local mean_delay = %d
+local mean_delay = %.4f
 function init(args)
   math.randomseed(math.floor(os.clock() * 1000003) + os.time())
 end
 if mean_delay > 0 then
   function delay()
-    return math.random(0, 2 * mean_delay)
+    return math.floor(math.random() * 2 * mean_delay + math.random())
   end
 end
 function done(summary, latency, requests)
@@ -195,7 +198,7 @@ def _grpc_load(helper, port, seconds, threads, delay_ms, expect, log, prefix=())
     """build/bench/serving --grpc-load: TF Serving's Predict over gRPC, CONNECTIONS calls in
     flight; the same JSON fields as _wrk's result (rps, p50_ms, p99_ms)."""
     argv = list(prefix) + [helper, "--grpc-load", str(port), "--seconds", str(seconds), "--concurrency", str(CONNECTIONS),
-            "--threads", str(threads), "--delay-ms", str(delay_ms), "--expect", str(expect)]
+            "--threads", str(threads), "--delay-ms", "%.4f" % delay_ms, "--expect", str(expect)]
     r = _run_json(argv, timeout=seconds + 60)
     log.write("$ %s\n%s\n" % (" ".join(argv), json.dumps(r)))
     log.flush()
@@ -210,10 +213,10 @@ def _half_load(measure, sat_rps):
     cycle, think time plus answer time, must last CONNECTIONS / (rate / 2) s; a short probe
     with the whole interval as think time measures the answer time at that load."""
     interval_ms = CONNECTIONS * 1000.0 / (sat_rps / 2)
-    probe_ms = max(1, int(round(interval_ms)))
+    probe_ms = interval_ms
     probe = measure(probe_ms, 3)
     answer_ms = max(0.0, CONNECTIONS * 1000.0 / probe["rps"] - probe_ms)
-    delay_ms = max(1, int(round(interval_ms - answer_ms)))
+    delay_ms = max(0.05, interval_ms - answer_ms)
     return delay_ms
 
 
@@ -292,15 +295,15 @@ def run(build, quick, fmt, stamp, loadavg, say):
                 # think time plus answer time, must last 64 / (rate / 2) s. The answer time
                 # at that load is not known beforehand (with batching it includes the
                 # batch timeout), so a short probe with the whole interval as think time
-                # measures it, and the think time is the interval less that (wrk's delays
-                # are whole ms; the # line gives the rate reached).
+                # measures it, and the think time is the interval less that (the # line
+                # gives the rate reached).
                 interval_ms = CONNECTIONS * 1000.0 / (sat["rps"] / 2)
                 half_script = os.path.join(work, "half.lua")
-                probe_ms = max(1, int(round(interval_ms)))
+                probe_ms = interval_ms
                 _wrk_script(half_script, body, probe_ms)
                 probe = _wrk(url, half_script, 3, wrk_threads, log)
                 answer_ms = max(0.0, CONNECTIONS * 1000.0 / probe["rps"] - probe_ms)
-                delay_ms = max(1, int(round(interval_ms - answer_ms)))
+                delay_ms = max(0.05, interval_ms - answer_ms)
                 _wrk_script(half_script, body, delay_ms)
                 half = _wrk(url, half_script, seconds, wrk_threads, log)
                 runs[mode] = {"sat": sat, "half": half, "delay_ms": delay_ms,
@@ -411,7 +414,7 @@ def run(build, quick, fmt, stamp, loadavg, say):
                 "%s latency of one-row predictions at half the saturating load (%d connections, %d s)"
                 % (q, CONNECTIONS, seconds),
                 [half[q + "_ms"]], [before[1][q + "_ms"], after[1][q + "_ms"]], "in-process limit", threads)
-        say("#   %s at half load: %s req/s offered by wrk (%.0f%% of saturating; mean delay %d ms per connection), "
+        say("#   %s at half load: %s req/s offered by wrk (%.0f%% of saturating; mean delay %.2f ms per connection), "
             "p99 %s ms%s; the in-process latency is one caller's predict"
             % (mode, fmt(half["rps"]), 100 * half["rps"] / r["sat"]["rps"], r["delay_ms"], fmt(half["p99_ms"]),
                " (goal: <= 2 ms)" if mode == "batched" else ""))
@@ -428,7 +431,7 @@ def run(build, quick, fmt, stamp, loadavg, say):
                     "%s latency of one-row gRPC Predict calls at half the saturating load (%d in flight, %d s)"
                     % (q, CONNECTIONS, seconds),
                     [g["half"][q + "_ms"]], [before[1][q + "_ms"], after[1][q + "_ms"]], "in-process limit", threads)
-            say("#   gRPC %s at half load: %s req/s offered (%.0f%% of saturating; mean delay %d ms per call slot), p99 %s ms%s"
+            say("#   gRPC %s at half load: %s req/s offered (%.0f%% of saturating; mean delay %.2f ms per call slot), p99 %s ms%s"
                 % (mode, fmt(g["half"]["rps"]), 100 * g["half"]["rps"] / g["sat"]["rps"], g["delay_ms"],
                    fmt(g["half"]["p99_ms"]), " (goal: <= 2 ms)" if mode == "batched" else ""))
     if pinned:
