@@ -208,10 +208,12 @@ def _grpc_load(helper, port, seconds, threads, delay_ms, expect, log, prefix=())
 
 
 def _half_load(measure, sat_rps):
-    """The p50/p99 at half the saturating rate over CONNECTIONS connections: `measure(delay_ms,
-    seconds)` runs the load with that mean think time per connection. Each connection's
-    cycle, think time plus answer time, must last CONNECTIONS / (rate / 2) s; a short probe
-    with the whole interval as think time measures the answer time at that load."""
+    """The mean think time per connection (ms, may be a fraction) that offers half the
+    saturating rate over CONNECTIONS connections: `measure(delay_ms, seconds)` runs the load
+    with that think time. Each connection's cycle, think time plus answer time, must last
+    CONNECTIONS / (rate / 2) s; the answer time at that load is not known beforehand (with
+    batching it includes the batch timeout), so a short probe with the whole interval as
+    think time measures it, and the think time is the interval less that."""
     interval_ms = CONNECTIONS * 1000.0 / (sat_rps / 2)
     probe_ms = interval_ms
     probe = measure(probe_ms, 3)
@@ -291,21 +293,15 @@ def run(build, quick, fmt, stamp, loadavg, say):
                 m1 = srv.metrics()
                 steps = m1["actorflow_serve_session_steps_total"] - m0["actorflow_serve_session_steps_total"]
                 rows = m1["actorflow_serve_batch_size_sum"] - m0["actorflow_serve_batch_size_sum"]
-                # Half the saturating rate over 64 connections: each connection's cycle,
-                # think time plus answer time, must last 64 / (rate / 2) s. The answer time
-                # at that load is not known beforehand (with batching it includes the
-                # batch timeout), so a short probe with the whole interval as think time
-                # measures it, and the think time is the interval less that (the # line
-                # gives the rate reached).
-                interval_ms = CONNECTIONS * 1000.0 / (sat["rps"] / 2)
+                # Half the saturating rate (_half_load; the # line gives the rate reached).
                 half_script = os.path.join(work, "half.lua")
-                probe_ms = interval_ms
-                _wrk_script(half_script, body, probe_ms)
-                probe = _wrk(url, half_script, 3, wrk_threads, log)
-                answer_ms = max(0.0, CONNECTIONS * 1000.0 / probe["rps"] - probe_ms)
-                delay_ms = max(0.05, interval_ms - answer_ms)
-                _wrk_script(half_script, body, delay_ms)
-                half = _wrk(url, half_script, seconds, wrk_threads, log)
+
+                def wrk_at(delay, sec):
+                    _wrk_script(half_script, body, delay)
+                    return _wrk(url, half_script, sec, wrk_threads, log)
+
+                delay_ms = _half_load(wrk_at, sat["rps"])
+                half = wrk_at(delay_ms, seconds)
                 runs[mode] = {"sat": sat, "half": half, "delay_ms": delay_ms,
                               "mean_batch": rows / steps if steps else 0.0, "argv": " ".join(srv.argv[1:])}
                 # The same over gRPC (TF Serving's Predict, a TensorProto of the same row),
