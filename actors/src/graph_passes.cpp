@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "actorflow/denormal.h"
 #include "actorflow/kernel.h"
 #include "actorflow/op_registry.h"
 #include "actorflow/ops/cpu_device.h"
@@ -53,6 +54,7 @@ std::optional<Tensor> evaluate(const OptimizedPlan& p, const Node& n) {
   if (!kernel.ok() || (*kernel)->as_async()) return std::nullopt;
   OpKernelContext ctx(n, std::move(inputs), default_cpu_device(), nullptr, 0);
   try {
+    ScopedFlushDenormal flush;  // folded as the step would compute it
     (*kernel)->compute(ctx);
   } catch (...) {
     return std::nullopt;  // the step will meet (and report) the same failure

@@ -3,6 +3,7 @@
 #include "in_place_runner.h"
 #include "node_done.h"
 
+#include "actorflow/denormal.h"
 #include "actorflow/tensor_codec.h"
 
 namespace actorflow::runtime {
@@ -292,6 +293,7 @@ void NodeActor::fire(Slot& s, int64_t step) {
     // this actor: of the callback and the return, the later one finishes the node.
     enum : int { kComputing, kDone, kReturned };
     auto phase = std::make_shared<std::atomic<int>>(kComputing);
+    ScopedFlushDenormal flush;
     try {
       async->compute_async(c, [self, me, step, phase] {
         if (phase->exchange(kDone) != kReturned) return;
@@ -326,6 +328,7 @@ void NodeActor::compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64
 }
 
 void compute_kernel(const NodeRuntime& rt, OpKernelContext& ctx) {
+  ScopedFlushDenormal flush;
   try {
     if (rt.kernel_mu) {
       std::lock_guard<std::mutex> lock(*rt.kernel_mu);

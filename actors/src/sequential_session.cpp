@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "actorflow/denormal.h"
 #include "actorflow/kernel.h"
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/resource_mgr.h"
@@ -36,6 +37,7 @@ class SequentialSession final : public SessionImpl {
       for (auto& e : node.inputs) inputs.push_back(values.at(e));
       OpKernelContext ctx(node, std::move(inputs), &device_, &resources_, step);
       try {
+        ScopedFlushDenormal flush;
         kernel->compute(ctx);
       } catch (...) {
         ctx.fail(status_from_current_exception());

@@ -4,6 +4,7 @@
 // get called back, so no scheduler thread waits on the network.
 #include "actorflow/net/collective.h"
 #include "actorflow/net/tcp_bytes.h"
+#include "actorflow/denormal.h"
 
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
@@ -453,6 +454,7 @@ class GlooGroupImpl final : public GlooGroup {
   }
 
   void loop() {
+    flush_denormals_on_this_thread();  // the reductions' sums, as the kernels'
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       // The next op in the agreed order: bucket next_bucket_ of the step under way; a

@@ -1,4 +1,5 @@
 #include "actorflow/ops/cpu_device.h"
+#include "actorflow/denormal.h"
 #include "actorflow/environment.h"
 
 #include <algorithm>
@@ -28,10 +29,21 @@ int cpu_thread_budget() {
 
 namespace {
 
+// Eigen's threads, each flushing denormals from its start: they run the kernels' blocks.
+struct FlushingThreadEnvironment : Eigen::StlThreadEnvironment {
+  EnvThread* CreateThread(std::function<void()> f) {
+    return Eigen::StlThreadEnvironment::CreateThread([f = std::move(f)] {
+      flush_denormals_on_this_thread();
+      f();
+    });
+  }
+};
+using ProcessPool = Eigen::ThreadPoolTempl<FlushingThreadEnvironment>;
+
 // One pool per process, shared by every session: sessions side by side must not each
 // bring a pool of `cores` threads. Leaked: kernels of sessions closing at exit may use it.
-Eigen::ThreadPool& process_pool() {
-  static Eigen::ThreadPool* pool = new Eigen::ThreadPool(cpu_thread_budget());
+ProcessPool& process_pool() {
+  static ProcessPool* pool = new ProcessPool(cpu_thread_budget());
   return *pool;
 }
 
