@@ -7,14 +7,13 @@
 namespace actorflow {
 namespace {
 
+// Each CPU: the control register's flush bit, and how to read and write the register.
 #if defined(__SSE__) || defined(__x86_64__)
 // MXCSR's flush-to-zero (bit 15). Denormals-are-zero (bit 6) stays off: a denormal that
 // comes in (a feed, a checkpoint) keeps its value; only results are flushed.
-constexpr unsigned kFlush = 0x8000u;
+constexpr unsigned long long kFlush = 0x8000u;
 unsigned long long read_mode() { return _mm_getcsr(); }
 void write_mode(unsigned long long m) { _mm_setcsr(static_cast<unsigned>(m)); }
-constexpr bool kHasMode = true;
-unsigned long long flushing(unsigned long long m) { return m | kFlush; }
 #elif defined(__aarch64__)
 // FPCR's FZ (bit 24): inputs and results both flush.
 constexpr unsigned long long kFlush = 1ull << 24;
@@ -24,14 +23,14 @@ unsigned long long read_mode() {
   return m;
 }
 void write_mode(unsigned long long m) { __asm__ __volatile__("msr fpcr, %0" : : "r"(m)); }
-constexpr bool kHasMode = true;
-unsigned long long flushing(unsigned long long m) { return m | kFlush; }
 #else
+constexpr unsigned long long kFlush = 0;
 unsigned long long read_mode() { return 0; }
 void write_mode(unsigned long long) {}
-constexpr bool kHasMode = false;
-unsigned long long flushing(unsigned long long m) { return m; }
 #endif
+
+constexpr bool kHasMode = kFlush != 0;
+unsigned long long flushing(unsigned long long m) { return m | kFlush; }
 
 }  // namespace
 
