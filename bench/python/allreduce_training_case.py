@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from dist_training_case import DATA_DIR, _cluster_rate, _fields, _run, sample_with_flag
+from dist_training_case import DATA_DIR, _cluster_rate, _die_with_parent, _fields, _run, sample_with_flag
 from tf_dist_training import free_ports
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,9 +52,12 @@ def _ours(sample, model, n, threads, work, log):
         procs = []
         try:
             for i in reversed(range(n)):
+                # All workers in one session, as the peers' workers are (collective_training.py starts
+                # them from one launcher): with the kernel's autogroup scheduling each session is one
+                # scheduling group, and n sessions on 2 cores slowed the MLP's ring by a third.
                 procs.append(subprocess.Popen([sample] + flags + ["--job_name=worker", "--task_index=%d" % i],
                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                              start_new_session=True))
+                                              preexec_fn=_die_with_parent))
             outs = [p.communicate(timeout=900)[0] for p in procs]
         finally:
             for p in procs:
