@@ -529,7 +529,7 @@ class GlooGroupImpl final : public GlooGroup {
       gloo::AllreduceOptions o(ctx);
       o.setTag(tag);
       o.setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
-      o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      o.setAlgorithm(bcube_ ? gloo::AllreduceOptions::Algorithm::BCUBE : gloo::AllreduceOptions::Algorithm::RING);
       if (dt == DType::f32) {
         o.setOutput(reinterpret_cast<float*>(fusion_.data()), total);
         o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
@@ -581,6 +581,11 @@ class GlooGroupImpl final : public GlooGroup {
   }
 
   GlooGroupOptions opts_;
+  // Measured on 2 cores, MLP on loopback: bcube's 4 rounds against the ring's 6 at 4
+  // members took the step from 35-39k to 56-61k examples/s (8 members: 33k to 59k); at 2
+  // members both make 2 rounds and the ring's segments made it 5-10% faster.
+  const bool bcube_ = opts_.algorithm == AllReduceAlgorithm::bcube ||
+                      (opts_.algorithm == AllReduceAlgorithm::automatic && opts_.size > 2);
   DaemonStoreClient store_;
   uint64_t incarnation_ = 0;
   uint64_t formed_ = 0;
@@ -602,6 +607,22 @@ class GlooGroupImpl final : public GlooGroup {
 };
 
 }  // namespace
+
+std::optional<AllReduceAlgorithm> parse_allreduce_algorithm(const std::string& name) {
+  if (name == "auto") return AllReduceAlgorithm::automatic;
+  if (name == "ring") return AllReduceAlgorithm::ring;
+  if (name == "bcube") return AllReduceAlgorithm::bcube;
+  return std::nullopt;
+}
+
+const char* allreduce_algorithm_name(AllReduceAlgorithm a) {
+  switch (a) {
+    case AllReduceAlgorithm::ring: return "ring";
+    case AllReduceAlgorithm::bcube: return "bcube";
+    case AllReduceAlgorithm::automatic: break;
+  }
+  return "auto";
+}
 
 Result<std::shared_ptr<GlooGroup>> GlooGroup::create(GlooGroupOptions options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)

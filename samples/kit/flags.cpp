@@ -151,6 +151,11 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
                  "gradients exist (0: one all-reduce per gradient)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--allreduce_algorithm", f.allreduce_algorithm,
+                 "allreduce: ring (2 (n - 1) rounds of transfers) | bcube (recursive halving and doubling: 2 log2 n "
+                 "rounds when n is a power of 2) | auto (ring at 2 workers, bcube beyond); the same on every worker")
+      ->check(one_of({"auto", "ring", "bcube"}, "an all-reduce algorithm"))
+      ->capture_default_str();
   app.add_option("--trace_path", f.trace_path,
                  "allreduce: write a Chrome trace (chrome://tracing, Perfetto) of every kernel this task runs here when "
                  "training ends (worker i > 0: FILE.worker<i>): each bucket's all-reduce beside the backward pass; "

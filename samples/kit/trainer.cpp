@@ -82,6 +82,7 @@ afn::TrainingLoopOptions loop_options(const Flags& f) {
   o.save_checkpoint_secs = f.save_checkpoint_secs;
   o.save_checkpoint_steps = f.save_checkpoint_steps;
   o.allreduce_bucket_bytes = f.allreduce_bucket_bytes;
+  o.allreduce_algorithm = *afn::parse_allreduce_algorithm(f.allreduce_algorithm);  // checked by the flag
   o.trace_path = f.trace_path;
   o.slow_step_ms = f.slow_step_ms;
   return o;

@@ -95,8 +95,10 @@ std::vector<float> values(af::Session& s, const Model& m) {
   return v;
 }
 
-afn::GlooGroupOptions group_options(int rank, int n, const afn::NodeDaemon& d, int64_t timeout_ms = 20000) {
+afn::GlooGroupOptions group_options(int rank, int n, const afn::NodeDaemon& d, int64_t timeout_ms = 20000,
+                                    afn::AllReduceAlgorithm algorithm = afn::AllReduceAlgorithm::automatic) {
   afn::GlooGroupOptions o;
+  o.algorithm = algorithm;
   o.rank = rank;
   o.size = n;
   o.store = {"127.0.0.1", d.port()};
@@ -112,9 +114,10 @@ afn::GlooGroupOptions group_options(int rank, int n, const afn::NodeDaemon& d, i
 
 // Rank `rank` of n trains `steps` steps of `per_rank` examples (its slice of each global
 // batch) and returns its final weights.
-std::vector<float> train_rank(int rank, int n, const afn::NodeDaemon& d, int steps, int64_t per_rank, int64_t bucket_bytes) {
+std::vector<float> train_rank(int rank, int n, const afn::NodeDaemon& d, int steps, int64_t per_rank, int64_t bucket_bytes,
+                              afn::AllReduceAlgorithm algorithm) {
   auto m = build(100 + rank, true, bucket_bytes);  // different initial values: the broadcast makes them rank 0's
-  auto group = afn::GlooGroup::create(group_options(rank, n, d));
+  auto group = afn::GlooGroup::create(group_options(rank, n, d, 20000, algorithm));
   REQUIRE(group.ok());
   af::SessionOptions so;
   so.collective_group = *group;
@@ -157,13 +160,15 @@ float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-void check_equal_to_single(int n, int64_t bucket_bytes) {
+void check_equal_to_single(int n, int64_t bucket_bytes,
+                           afn::AllReduceAlgorithm algorithm = afn::AllReduceAlgorithm::automatic) {
+  INFO(n, " ranks, ", afn::allreduce_algorithm_name(algorithm));
   auto d = start_store_daemon();
   const int steps = 6;
   const int64_t per_rank = 8;
   std::vector<std::future<std::vector<float>>> ranks;
   for (int r = 0; r < n; ++r)
-    ranks.push_back(std::async(std::launch::async, [&, r] { return train_rank(r, n, *d, steps, per_rank, bucket_bytes); }));
+    ranks.push_back(std::async(std::launch::async, [&, r] { return train_rank(r, n, *d, steps, per_rank, bucket_bytes, algorithm); }));
   std::vector<std::vector<float>> got;
   for (auto& f : ranks) got.push_back(f.get());
   auto single = train_single(n, steps, per_rank);
@@ -184,6 +189,26 @@ void check_equal_to_single(int n, int64_t bucket_bytes) {
 TEST_CASE("SGD over 2 and 4 all-reducing ranks equals one process on the combined batch") {
   check_equal_to_single(2, 1 << 20);
   check_equal_to_single(4, 1 << 20);
+}
+
+TEST_CASE("both all-reduce algorithms give the combined batch's weights, at powers of 2 and not") {
+  using A = afn::AllReduceAlgorithm;
+  check_equal_to_single(2, 1 << 20, A::bcube);
+  check_equal_to_single(3, 1 << 20, A::bcube);  // prime: one direct exchange with the others
+  check_equal_to_single(3, 1 << 20, A::ring);
+  check_equal_to_single(4, 1 << 20, A::ring);
+  check_equal_to_single(6, 1 << 20, A::bcube);  // 2 x 3: a halving round, then a direct one
+  check_equal_to_single(4, 0, A::bcube);        // a bucket per gradient: the bias's 3 floats over 4, one chunk empty
+}
+
+TEST_CASE("the all-reduce algorithms' names") {
+  using A = afn::AllReduceAlgorithm;
+  CHECK(afn::parse_allreduce_algorithm("auto") == A::automatic);
+  CHECK(afn::parse_allreduce_algorithm("ring") == A::ring);
+  CHECK(afn::parse_allreduce_algorithm("bcube") == A::bcube);
+  CHECK_FALSE(afn::parse_allreduce_algorithm("tree").has_value());
+  CHECK(std::string(afn::allreduce_algorithm_name(A::bcube)) == "bcube");
+  CHECK(std::string(afn::allreduce_algorithm_name(A::automatic)) == "auto");
 }
 
 TEST_CASE("every gradient in a bucket of its own gives the same weights") {

@@ -18,7 +18,8 @@ chief_lost   the same for the chief (worker 0): the others wait; the restarted c
 tf_config    the cluster from TF_CONFIG (a worker job only), as Kubeflow's TFJob sets it.
 ps_refused   --strategy allreduce with --ps_hosts fails at once saying there is no ps; on an
              address beyond loopback without --trusted_network, saying Gloo's connections
-             are not authenticated.
+             are not authenticated. --allreduce_algorithm with a ps, or an unknown one, fails
+             naming the flag.
 fashion      Fashion-MNIST MLP, 4 workers, 10 epochs (Adam's learning rate scaled by sqrt(4) for
              the 4x global batch): test accuracy >= 0.88.
 trace        Fashion-MNIST MLP, 2 workers, 60 steps with --trace_path and buckets of 512 KiB: 2 buckets,
@@ -209,6 +210,17 @@ def case_ps_refused(samples, tmp):
     check(p.returncode == 2, f"beyond loopback without --trusted_network: exit {p.returncode}, not 2")
     check("neither authenticated nor encrypted" in p.stderr and "--trusted_network" in p.stderr,
           f"the error does not say why: {p.stderr!r}")
+    # The algorithm flag: refused with parameter servers, and an unknown name is named.
+    p = subprocess.run([os.path.join(samples, "cancer_classifier"), f"--ps_hosts=127.0.0.1:{ports[0]}",
+                        f"--worker_hosts=127.0.0.1:{ports[1]}", "--job_name=worker", "--task_index=0",
+                        "--allreduce_algorithm", "bcube", "--checkpoint_path", os.path.join(tmp, "ckpt")],
+                       env={**os.environ, **token(tmp)}, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and "--allreduce_algorithm applies to --strategy allreduce only" in p.stderr,
+          f"--allreduce_algorithm with a ps: exit {p.returncode}, {p.stderr!r}")
+    p = subprocess.run([os.path.join(samples, "cancer_classifier"), "--allreduce_algorithm", "tree"],
+                       env={**os.environ, **token(tmp)}, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and "'tree' is not an all-reduce algorithm" in p.stderr,
+          f"--allreduce_algorithm tree: exit {p.returncode}, {p.stderr!r}")
 
 
 def case_fashion(samples, tmp):

@@ -63,6 +63,7 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   // Below the step's own deadline, so that a survivor's step fails with the group's
   // error (which names the member lost) rather than the session's.
   go.timeout_ms = std::max<int64_t>(1, o.step_timeout_ms * 3 / 4);
+  go.algorithm = o.allreduce_algorithm;
   AF_ASSIGN_OR_RETURN(auto group, GlooGroup::create(go));
 
   SessionOptions opts;

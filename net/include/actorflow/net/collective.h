@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,24 @@
 AF_PUBLIC_BEGIN
 
 namespace actorflow::net {
+
+// How an all-reduce moves its data; every member of a group must use the same one. Both
+// send 2 (n - 1) / n of the buffer per member; they differ in how many dependent rounds
+// of transfers that takes.
+enum class AllReduceAlgorithm {
+  // ring at 2 members, bcube beyond.
+  automatic,
+  // Gloo's ring: 2 (n - 1) rounds, each in segments that overlap the transfers with the
+  // sums.
+  ring,
+  // Gloo's bcube: recursive halving, then doubling, over the factors of n (2 log2 n rounds
+  // when n is a power of 2; one direct exchange with all n - 1 others when n is prime).
+  bcube,
+};
+
+// "auto", "ring" or "bcube" (as the flags spell them); nullopt for anything else.
+std::optional<AllReduceAlgorithm> parse_allreduce_algorithm(const std::string& name);
+const char* allreduce_algorithm_name(AllReduceAlgorithm a);
 
 struct GlooGroupOptions {
   int rank = 0;
@@ -41,6 +60,7 @@ struct GlooGroupOptions {
   // An op not finished after this long fails (and the group with it); also the longest a
   // bucket waits for the one before it.
   int64_t timeout_ms = 60000;
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::automatic;
 };
 
 class GlooGroup : public CollectiveGroup {

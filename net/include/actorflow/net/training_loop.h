@@ -36,6 +36,7 @@
 #include "actorflow/dsl.h"
 #include "actorflow/optimizers.h"
 #include "actorflow/session.h"
+#include "actorflow/net/collective.h"
 #include "actorflow/net/training_task.h"
 
 AF_PUBLIC_BEGIN
@@ -112,6 +113,7 @@ struct TrainingLoopOptions {
 
   // All-reduce.
   int64_t allreduce_bucket_bytes = 25 << 20;  // gradients per all-reduce (0: one each); DDP's 25 MB
+  AllReduceAlgorithm allreduce_algorithm = AllReduceAlgorithm::automatic;  // the same on every worker
   std::string trace_path;  // a Chrome trace of this task's kernels (workers add ".worker<i>")
 
   int64_t slow_step_ms = 0;  // a test hook: sleep this long before every step
