@@ -302,7 +302,7 @@ class GlooGroupImpl final : public GlooGroup {
           std::this_thread::sleep_for(kStorePoll);
         }
       }
-      if (Status s = store_.set(joined_key(gen, opts_.rank), member(opts_.rank), deadline); !s.ok()) {
+      if (Status s = store_.set(joined_key(gen, opts_.rank), joined_value(opts_.rank, bcube_), deadline); !s.ok()) {
         last = s;
         continue;
       }
@@ -315,6 +315,7 @@ class GlooGroupImpl final : public GlooGroup {
         std::vector<std::string> everyone;
         for (int r = 0; r < opts_.size; ++r) everyone.push_back(joined_key(gen, r));
         GenerationStore(store_, deadline, [&] { return superseded(gen, deadline); }).wait(everyone);
+        if (Status same = check_same_algorithm(gen, deadline); !same.ok()) return same;
         const auto connect_deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(opts_.timeout_ms));
         GenerationStore gs(store_, connect_deadline, [&] { return superseded(gen, connect_deadline); });
         // A fresh listener per generation: a member still holding an older generation's
@@ -355,6 +356,31 @@ class GlooGroupImpl final : public GlooGroup {
     if (opts_.rank == 0) return false;
     auto v = store_.get(kGenerationKey, until);
     return v.ok() && *v != gen;
+  }
+
+  // What a member writes when it joins: its name and the algorithm it will run, which
+  // must be everyone's (mismatched rounds would pair the wrong transfers).
+  std::string joined_value(int r, bool bcube) const { return member(r) + "\n" + (bcube ? "bcube" : "ring"); }
+
+  // Rank 0 compares every member's algorithm with its own, the others theirs with rank
+  // 0's: a member that differs is named and the group is not formed (a configuration
+  // error, not a member to wait for).
+  Status check_same_algorithm(const std::string& gen, Clock::time_point deadline) {
+    const std::string mine = joined_value(opts_.rank, bcube_);
+    const std::string my_algorithm = mine.substr(mine.rfind('\n') + 1);
+    for (int r = 0; r < opts_.size; ++r) {
+      if (r == opts_.rank || (opts_.rank != 0 && r != 0)) continue;
+      auto v = store_.get(joined_key(gen, r), deadline);
+      if (!v.ok()) return v.status();
+      const auto nl = v->rfind('\n');
+      const std::string theirs = nl == std::string::npos ? "(none)" : v->substr(nl + 1);
+      if (theirs != my_algorithm)
+        return Status(Code::failed_precondition,
+                      "the members of the collective group disagree on the all-reduce algorithm: " + describe_member(r) +
+                          " runs " + theirs + ", " + describe_member(opts_.rank) + " " + my_algorithm +
+                          " (every worker needs the same --allreduce_algorithm)");
+    }
+    return Status::OK();
   }
 
   std::string member(int r) const {

@@ -201,6 +201,30 @@ TEST_CASE("both all-reduce algorithms give the combined batch's weights, at powe
   check_equal_to_single(4, 0, A::bcube);        // a bucket per gradient: the bias's 3 floats over 4, one chunk empty
 }
 
+TEST_CASE("members that disagree on the algorithm do not form a group, and say who runs what") {
+  auto d = start_store_daemon();
+  using A = afn::AllReduceAlgorithm;
+  // 3 members, `auto` meaning bcube there: rank 2 asks for the ring.
+  std::vector<std::future<af::Status>> forms;
+  for (int r = 0; r < 3; ++r)
+    forms.push_back(std::async(std::launch::async, [&, r] {
+      auto g = afn::GlooGroup::create(group_options(r, 3, *d, 3000, r == 2 ? A::ring : A::automatic));
+      REQUIRE(g.ok());
+      return (*g)->form(Clock::now() + std::chrono::seconds(6));
+    }));
+  std::vector<af::Status> got;
+  for (auto& f : forms) got.push_back(f.get());
+  for (int r : {0, 2}) {
+    INFO("rank ", r, ": ", got[static_cast<size_t>(r)].to_string());
+    CHECK(got[static_cast<size_t>(r)].code() == af::Code::failed_precondition);
+    CHECK(got[static_cast<size_t>(r)].message().find("rank 2 (/job:worker/task:2") != std::string::npos);
+    CHECK(got[static_cast<size_t>(r)].message().find("--allreduce_algorithm") != std::string::npos);
+  }
+  CHECK(got[0].message().find("rank 2 (/job:worker/task:2, daemon 127.0.0.1:" + std::to_string(d->port()) + ") runs ring") !=
+        std::string::npos);
+  CHECK_FALSE(got[1].ok());  // agrees with rank 0, but rank 0 never connects
+}
+
 TEST_CASE("the all-reduce algorithms' names") {
   using A = afn::AllReduceAlgorithm;
   CHECK(afn::parse_allreduce_algorithm("auto") == A::automatic);
