@@ -239,14 +239,22 @@ int run_main(const Flags& f, af::Graph& g, Model& m, const Split& data, const st
       std::fflush(stdout);  // whole, before the daemon's last log lines
       return 0;
     }
+    // All-reduce is synchronous by construction; its RESULT says which algorithm ran.
+    const bool allreduce = f.strategy == "allreduce";
+    const std::string algorithm =
+        allreduce ? std::string(" allreduce_algorithm=") +
+                        afn::allreduce_algorithm_name(afn::resolve_allreduce_algorithm(
+                            *afn::parse_allreduce_algorithm(f.allreduce_algorithm), task->training->num_workers))
+                  : std::string();
     std::printf("RESULT sample=%s model=%s role=chief replication=%s sync_mode=%s workers=%d test_accuracy=%.4f test_loss=%.4f epochs=%d "
                 "steps=%lld seconds=%.1f examples_per_second=%.0f steady_examples_per_second=%.0f first_loss=%.4f final_loss=%.4f "
-                "wire_bytes_per_step=%.0f socket_bytes_per_step=%.0f model_bytes=%lld strategy=%s allreduce_bytes_per_step=%.0f\n",
-                sample_name.c_str(), f.model.c_str(), f.replication.c_str(), f.sync_mode.c_str(), task->training->num_workers, r->test_accuracy,
+                "wire_bytes_per_step=%.0f socket_bytes_per_step=%.0f model_bytes=%lld strategy=%s allreduce_bytes_per_step=%.0f%s\n",
+                sample_name.c_str(), f.model.c_str(), f.replication.c_str(), allreduce ? "sync" : f.sync_mode.c_str(),
+                task->training->num_workers, r->test_accuracy,
                 r->test_loss, r->epochs, static_cast<long long>(r->steps), r->seconds, r->examples_per_second,
                 r->steady_examples_per_second,
                 r->first_loss, r->last_loss, r->wire_bytes_per_step, r->socket_bytes_per_step,
-                static_cast<long long>(r->model_bytes), f.strategy.c_str(), r->allreduce_bytes_per_step);
+                static_cast<long long>(r->model_bytes), f.strategy.c_str(), r->allreduce_bytes_per_step, algorithm.c_str());
     std::fflush(stdout);
     return 0;
   }

@@ -4,11 +4,12 @@ workers), started as the seeds start a cluster's workers.
 
 usage: test_allreduce_samples.py CASE SAMPLES_DIR
 
-equal        cancer_classifier, SGD, the data in order (--noshuffle): 2 and then 4 workers
+equal        cancer_classifier, SGD, the data in order (--noshuffle): 2, 4 and 6 workers
              reach the weights one process reaches on the combined batch (the chief's last
              checkpoint against the single process's: max difference <= 1e-5); every
              worker's RESULT says it sent at most 2 (n - 1) / n of the model's bytes per
-             step, plus 5 %.
+             step, plus 5 %; the chief's says sync_mode=sync and the algorithm auto chose
+             (the ring at 2, bcube at 4 and 6).
 worker_lost  4 workers of cancer_classifier; worker 2 killed with kill -9 mid-training:
              the others fail their step within --step_timeout_ms, naming
              /job:worker/task:2 (its ring neighbours at once, the chief at its timeout); worker 2 restarted with the same command rejoins, the chief
@@ -72,8 +73,10 @@ def wire_bound(r, n):
 
 def case_equal(samples, tmp):
     common = ["--noshuffle", "--optimizer", "sgd", "--learning_rate", "0.05", "--epoch_number", "1"]
-    per_worker = 8
-    for n in (2, 4):
+    # 2 workers run Gloo's ring, 4 and 6 its bcube (--allreduce_algorithm auto); 6 is not a
+    # power of 2: a halving round, then a direct exchange among 3.
+    for n in (2, 4, 6):
+        per_worker = 8 if n <= 4 else 4  # 12 steps within the training split's one epoch
         run = os.path.join(tmp, f"n{n}")
         os.makedirs(run)
         steps = 12
@@ -89,6 +92,9 @@ def case_equal(samples, tmp):
                 check(sent <= wire_bound(w, n),
                       f"{name} sent {sent:.0f} bytes per step, over 2 (n - 1) / n x {w.get('model_bytes')} x 1.05 = "
                       f"{wire_bound(w, n):.0f}")
+            expected = "ring" if n == 2 else "bcube"
+            check((r or {}).get("allreduce_algorithm") == expected and (r or {}).get("sync_mode") == "sync",
+                  f"{n} workers: the chief's RESULT should say allreduce_algorithm={expected} sync_mode=sync: {r}")
             print(f"{n} workers: chief {r}", flush=True)
         finally:
             c.kill_all()

@@ -37,6 +37,9 @@ enum class AllReduceAlgorithm {
   bcube,
 };
 
+// What `a` means in a group of `members`: automatic resolved (ring at 2, bcube beyond).
+AllReduceAlgorithm resolve_allreduce_algorithm(AllReduceAlgorithm a, int members);
+
 // "auto", "ring" or "bcube" (as the flags spell them); nullopt for anything else.
 std::optional<AllReduceAlgorithm> parse_allreduce_algorithm(const std::string& name);
 const char* allreduce_algorithm_name(AllReduceAlgorithm a);
