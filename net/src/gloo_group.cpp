@@ -302,7 +302,7 @@ class GlooGroupImpl final : public GlooGroup {
           std::this_thread::sleep_for(kStorePoll);
         }
       }
-      if (Status s = store_.set(joined_key(gen, opts_.rank), joined_value(opts_.rank, bcube_), deadline); !s.ok()) {
+      if (Status s = store_.set(joined_key(gen, opts_.rank), joined_value(opts_.rank), deadline); !s.ok()) {
         last = s;
         continue;
       }
@@ -360,14 +360,13 @@ class GlooGroupImpl final : public GlooGroup {
 
   // What a member writes when it joins: its name and the algorithm it will run, which
   // must be everyone's (mismatched rounds would pair the wrong transfers).
-  std::string joined_value(int r, bool bcube) const { return member(r) + "\n" + (bcube ? "bcube" : "ring"); }
+  std::string joined_value(int r) const { return member(r) + "\n" + allreduce_algorithm_name(algorithm_); }
 
   // Rank 0 compares every member's algorithm with its own, the others theirs with rank
   // 0's: a member that differs is named and the group is not formed (a configuration
   // error, not a member to wait for).
   Status check_same_algorithm(const std::string& gen, Clock::time_point deadline) {
-    const std::string mine = joined_value(opts_.rank, bcube_);
-    const std::string my_algorithm = mine.substr(mine.rfind('\n') + 1);
+    const std::string my_algorithm = allreduce_algorithm_name(algorithm_);
     for (int r = 0; r < opts_.size; ++r) {
       if (r == opts_.rank || (opts_.rank != 0 && r != 0)) continue;
       auto v = store_.get(joined_key(gen, r), deadline);
@@ -555,7 +554,8 @@ class GlooGroupImpl final : public GlooGroup {
       gloo::AllreduceOptions o(ctx);
       o.setTag(tag);
       o.setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
-      o.setAlgorithm(bcube_ ? gloo::AllreduceOptions::Algorithm::BCUBE : gloo::AllreduceOptions::Algorithm::RING);
+      o.setAlgorithm(algorithm_ == AllReduceAlgorithm::bcube ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                                          : gloo::AllreduceOptions::Algorithm::RING);
       if (dt == DType::f32) {
         o.setOutput(reinterpret_cast<float*>(fusion_.data()), total);
         o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
@@ -610,7 +610,7 @@ class GlooGroupImpl final : public GlooGroup {
   // Measured on 2 cores, MLP on loopback: bcube's 4 rounds against the ring's 6 at 4
   // members took the step from 35-39k to 56-61k examples/s (8 members: 33k to 59k); at 2
   // members both make 2 rounds and the ring's segments made it 5-10% faster.
-  const bool bcube_ = resolve_allreduce_algorithm(opts_.algorithm, opts_.size) == AllReduceAlgorithm::bcube;
+  const AllReduceAlgorithm algorithm_ = resolve_allreduce_algorithm(opts_.algorithm, opts_.size);  // never automatic
   DaemonStoreClient store_;
   uint64_t incarnation_ = 0;
   uint64_t formed_ = 0;
