@@ -38,7 +38,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "connection_client.h"
+#include "gloo_store.h"
 #include "token.h"
 
 namespace actorflow::net {
@@ -56,126 +56,12 @@ struct TcpInfoWithBytes {
 };
 static_assert(sizeof(tcp_info) == 104, "glibc's tcp_info ends at tcpi_total_retrans");
 
-constexpr auto kStorePoll = std::chrono::milliseconds(10);
-constexpr auto kStoreRequestTimeout = std::chrono::seconds(5);
 constexpr const char* kGenerationKey = "generation";
 // Where each member says it has joined a generation, beside (not inside) Gloo's own keys:
 // what a failed rendezvous reads to name the members that never came.
 std::string joined_key(const std::string& gen, int rank) { return gen + "/joined/" + std::to_string(rank); }
 // Set by rank 0 once a generation's pairs are connected.
 std::string formed_key(const std::string& gen) { return gen + "/formed"; }
-
-// Gloo's Store reports failures by throwing; these never leave this file (form() and the
-// group's thread catch every exception).
-struct StoreError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-// The generation being joined was replaced by a newer one: no member is missing from it.
-struct Superseded : StoreError {
-  using StoreError::StoreError;
-};
-
-// The member's connection to the store's daemon, re-dialed when it drops (the chief's
-// daemon restarted), every request bounded by the caller's deadline.
-class DaemonStoreClient {
- public:
-  DaemonStoreClient(HostPort where, std::string token, std::string space)
-      : where_(std::move(where)), token_(std::move(token)), space_(std::move(space)) {}
-
-  // The reply to one request, retried over a new connection until `deadline`.
-  Result<StoreReplyMsg> request(const StoreRequestMsg& m, Clock::time_point deadline) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Status last = unavailable("no attempt");
-    for (int attempt = 0; attempt < 1000 && Clock::now() < deadline; ++attempt) {
-      if (!client_ || !client_->alive()) {
-        client_.reset();
-        auto c = DaemonClient::connect(where_.host, where_.port, token_, "af://" + where_.to_string(),
-                                       std::min(deadline, Clock::now() + kStoreRequestTimeout));
-        if (!c.ok()) {
-          last = c.status();
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          continue;
-        }
-        client_ = std::move(*c);
-      }
-      StoreRequestMsg req = m;
-      req.space = space_;
-      auto r = client_->store(std::move(req), std::min(deadline, Clock::now() + kStoreRequestTimeout));
-      if (r.ok()) return r;
-      last = r.status();
-    }
-    return Status(Code::unavailable, "the rendezvous store at " + where_.to_string() + " did not answer: " + last.message());
-  }
-
-  Status set(const std::string& key, const std::string& value, Clock::time_point deadline) {
-    StoreRequestMsg m;
-    m.set = true;
-    m.key = key;
-    m.value = value;
-    AF_ASSIGN_OR_RETURN(auto r, request(m, deadline));
-    return r.status;
-  }
-  // Every key that starts with `prefix` goes.
-  Status erase_prefix(const std::string& prefix, Clock::time_point deadline) {
-    StoreRequestMsg m;
-    m.erase_prefix = true;
-    m.key = prefix;
-    AF_ASSIGN_OR_RETURN(auto r, request(m, deadline));
-    return r.status;
-  }
-  // The value, or not_found.
-  Result<std::string> get(const std::string& key, Clock::time_point deadline) {
-    StoreRequestMsg m;
-    m.key = key;
-    AF_ASSIGN_OR_RETURN(auto r, request(m, deadline));
-    if (!r.status.ok()) return r.status;
-    return std::move(r.value);
-  }
-
- private:
-  HostPort where_;
-  std::string token_;
-  std::string space_;
-  std::mutex mu_;
-  std::unique_ptr<DaemonClient> client_;
-};
-
-// Gloo's view of the store for one generation's rendezvous. `abandon` is asked while
-// waiting: a member whose generation was superseded gives up at once.
-class GenerationStore final : public gloo::rendezvous::Store {
- public:
-  GenerationStore(DaemonStoreClient& client, Clock::time_point deadline, std::function<bool()> abandon)
-      : client_(client), deadline_(deadline), abandon_(std::move(abandon)) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Status s = client_.set(key, std::string(data.begin(), data.end()), deadline_);
-    if (!s.ok()) throw StoreError(s.to_string());
-  }
-  std::vector<char> get(const std::string& key) override {
-    wait({key});
-    auto v = client_.get(key, deadline_);
-    if (!v.ok()) throw StoreError(v.status().to_string());
-    return std::vector<char>(v->begin(), v->end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, std::chrono::milliseconds(0)); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    auto until = timeout.count() > 0 ? std::min(deadline_, Clock::now() + timeout) : deadline_;
-    for (const auto& key : keys) {
-      while (true) {
-        auto v = client_.get(key, until);
-        if (v.ok()) break;
-        if (v.status().code() != Code::not_found) throw StoreError(v.status().to_string());
-        if (abandon_ && abandon_()) throw Superseded("a newer generation of the group was published");
-        if (Clock::now() + kStorePoll >= until) throw StoreError("timed out waiting for '" + key + "' in the rendezvous store");
-        std::this_thread::sleep_for(kStorePoll);
-      }
-    }
-  }
-
- private:
-  DaemonStoreClient& client_;
-  Clock::time_point deadline_;
-  std::function<bool()> abandon_;
-};
 
 // True when something accepts TCP connections at `hp` within `timeout`.
 bool accepts_connections(const HostPort& hp, std::chrono::milliseconds timeout) {
