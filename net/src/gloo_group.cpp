@@ -13,7 +13,6 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -38,6 +37,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "gloo_device.h"
 #include "gloo_store.h"
 #include "token.h"
 
@@ -206,9 +206,7 @@ class GlooGroupImpl final : public GlooGroup {
         GenerationStore gs(store_, connect_deadline, [&] { return superseded(gen, connect_deadline); });
         // A fresh listener per generation: a member still holding an older generation's
         // addresses finds nothing there instead of a pair of the new one.
-        gloo::transport::tcp::attr attr;
-        attr.hostname = opts_.listen_host;
-        auto device = gloo::transport::tcp::CreateDevice(attr);
+        auto device = make_gloo_device(opts_.listen_host);
         gloo::rendezvous::PrefixStore prefixed(gen, gs);
         auto ctx = std::make_shared<gloo::rendezvous::Context>(opts_.rank, opts_.size);
         ctx->setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
@@ -557,9 +555,7 @@ Result<std::shared_ptr<GlooGroup>> GlooGroup::create(GlooGroupOptions options) {
     (void)sigaction(SIGPIPE, &ignore, nullptr);
   }
   try {  // fails early on an address this host cannot listen on
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.listen_host;
-    (void)gloo::transport::tcp::CreateDevice(attr);
+    (void)make_gloo_device(options.listen_host);
   } catch (const std::exception& e) {
     return unavailable(std::string("Gloo cannot listen on ") + options.listen_host + ": " + e.what());
   }

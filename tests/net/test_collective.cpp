@@ -5,6 +5,9 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/net/tcp_bytes.h>
 
+#include <dirent.h>
+#include <sched.h>
+
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "../../net/src/connection_client.h"
+#include "../../net/src/gloo_device.h"
 #include "../../net/src/store_service.h"
 
 namespace af = actorflow;
@@ -439,6 +443,49 @@ TEST_CASE("a group that cannot form names the member that never joined") {
     CHECK(s.message().find("/job:worker/task:" + std::to_string(1 - r)) == std::string::npos);
   }
   CHECK(Clock::now() - t0 < std::chrono::seconds(5));
+}
+
+// This process's threads under SCHED_BATCH.
+int batch_threads() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.' && sched_getscheduler(std::atoi(e->d_name)) == SCHED_BATCH) ++n;
+  closedir(d);
+  return n;
+}
+
+TEST_CASE("Gloo's loop thread runs under SCHED_BATCH, and the thread that made it keeps its policy") {
+  REQUIRE(sched_getscheduler(0) == SCHED_OTHER);
+  const int before = batch_threads();
+  {
+    auto device = afn::make_gloo_device("127.0.0.1");
+    REQUIRE(device != nullptr);
+    // The device's one thread, its event loop, and no other.
+    CHECK(batch_threads() == before + 1);
+    CHECK(sched_getscheduler(0) == SCHED_OTHER);
+  }
+  CHECK(batch_threads() == before);
+  // A caller under another policy is left alone, and so is the loop it makes. In a thread
+  // of its own: leaving SCHED_IDLE needs a nice limit an unprivileged test may not have.
+  struct Seen {
+    bool idle = false;
+    int batch = -1;
+    int policy_after = -1;
+  };
+  auto seen = std::async(std::launch::async, [] {
+    Seen s;
+    sched_param p{};
+    s.idle = sched_setscheduler(0, SCHED_IDLE, &p) == 0;
+    auto device = afn::make_gloo_device("127.0.0.1");
+    s.batch = batch_threads();
+    s.policy_after = sched_getscheduler(0);
+    return s;
+  }).get();
+  REQUIRE(seen.idle);
+  CHECK(seen.batch == before);
+  CHECK(seen.policy_after == SCHED_IDLE);
 }
 
 TEST_CASE("the process's TCP counters see bytes cross a socket") {
