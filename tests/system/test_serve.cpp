@@ -5,6 +5,9 @@
 // broken one is skipped; the token, the metrics and SIGTERM's drain.
 #include <doctest/doctest.h>
 
+#include <dirent.h>
+#include <sched.h>
+
 #include <atomic>
 #include <cmath>
 #include <mutex>
@@ -35,6 +38,18 @@ struct JoinAll {
   }
   ~JoinAll() { now(); }
 };
+
+// How many of process `pid`'s threads run under SCHED_BATCH.
+int batch_policy_threads(pid_t pid) {
+  int n = 0;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  REQUIRE_MESSAGE(d != nullptr, dir);
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.' && sched_getscheduler(std::atoi(e->d_name)) == SCHED_BATCH) ++n;
+  closedir(d);
+  return n;
+}
 
 }  // namespace
 
@@ -129,6 +144,9 @@ TEST_CASE("needs python3-sklearn: batching merges concurrent requests into fewer
                         "--max_batch_size", "64", "--batch_timeout_micros", "50000", "--num_batch_threads", "1"});
   REQUIRE_MESSAGE(plain.started(), plain.log());
   REQUIRE_MESSAGE(batched.started(), batched.log());
+  // The batch worker yields to the HTTP threads on waking (SCHED_BATCH); nothing else does.
+  CHECK(batch_policy_threads(batched.pid()) == 1);
+  CHECK(batch_policy_threads(plain.pid()) == 0);
 
   constexpr int kThreads = 16, kEach = 4;
   std::vector<std::string> plain_answers(kThreads * kEach), batched_answers(kThreads * kEach);

@@ -124,3 +124,48 @@ TEST_CASE("needs actorflow-serve: anything but strict plain rows is left to the 
   CHECK_FALSE(serve::read_float_instances(R"({"instances": [[1, 2, 3]]})", TensorSpec{"x", af::DType::i32, af::Shape({-1, 3})}).has_value());
 #endif
 }
+
+TEST_CASE("needs actorflow-serve: runs of plain zeros read as zeros wherever they start and end") {
+#if !AF_SERVE_READER
+  aft::skip(kNotBuilt);
+#else
+  // Rows of 40 values: a run of `len` zeros from `at`, written "0," with no blanks (the
+  // form read eight at a time), the other values not zero, so that a zero read in the
+  // wrong place or a value swallowed by a run changes the row.
+  constexpr int kWidth = 40;
+  const TensorSpec row{"x", af::DType::f32, af::Shape({-1, kWidth})};
+  std::string body = "{\"instances\": [";
+  std::vector<float> want;
+  int rows = 0;
+  for (int len = 0; len <= kWidth; ++len)
+    for (int at = 0; at + len <= kWidth; at += 3) {
+      body += rows++ ? ",[" : "[";
+      for (int i = 0; i < kWidth; ++i) {
+        bool zero = i >= at && i < at + len;
+        float v = zero ? 0.0f : static_cast<float>(i) + 1.5f;
+        want.push_back(v);
+        body += (i ? "," : "") + (zero ? std::string("0") : std::to_string(i + 1) + ".5");
+      }
+      body += "]";
+    }
+  body += "]}";
+  auto t = serve::read_float_instances(body, row);
+  REQUIRE(t.has_value());
+  CHECK(t->shape() == af::Shape({rows, kWidth}));
+  CHECK(t->to_vector<float>() == want);
+
+  // A run is only values: one that ends in a comma before the row's end, a row that
+  // ends inside one or is a value short or long, is the general reader's to judge.
+  const TensorSpec sixteen{"x", af::DType::f32, af::Shape({-1, 16})};
+  const std::string zeros16 = "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0";
+  for (const std::string& bad : {"{\"instances\": [[" + zeros16 + ",]]}", "{\"instances\": [[" + zeros16 + "]",
+                                 "{\"instances\": [[" + zeros16 + ",0]]}", "{\"instances\": [[" + zeros16.substr(2) + "]]}",
+                                 "{\"instances\": [[" + zeros16 + ",", std::string("{\"instances\": [[0,0,0,0,0,0,0,0,")}) {
+    INFO(bad);
+    CHECK_FALSE(serve::read_float_instances(bad, sixteen).has_value());
+  }
+  auto ok = serve::read_float_instances("{\"instances\": [[" + zeros16 + "]]}", sixteen);
+  REQUIRE(ok.has_value());
+  CHECK(ok->to_vector<float>() == std::vector<float>(16, 0.0f));
+#endif
+}

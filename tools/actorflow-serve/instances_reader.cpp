@@ -21,6 +21,7 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 constexpr uint64_t kPow10Int[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 constexpr uint64_t kZeros = 0x3030303030303030ull;  // "00000000"
+constexpr uint64_t kZeroCommas = 0x2c302c302c302c30ull;  // "0,0,0,0," in memory order
 
 // How many of the eight characters in v (the first in the lowest byte) are digits before
 // the first that is not. A byte is a digit when, xor '0', it is 0..9: its high nibble is 0
@@ -133,6 +134,19 @@ class Scanner {
   // The innermost list's numbers, most of a body: "n, n, ..." up to (not past) its ']'.
   bool numbers(int64_t* n) {
     while (true) {
+      // Eight plain zeros with their commas ("0,0,0,0,0,0,0,0,"), a run of blank pixels,
+      // in two compares: a value that ends the run, or breaks it, goes the way below.
+      if constexpr (std::endian::native == std::endian::little) {
+        while (end_ - p_ >= 16) {
+          uint64_t a, b;
+          std::memcpy(&a, p_, 8);
+          std::memcpy(&b, p_ + 8, 8);
+          if ((a ^ kZeroCommas) | (b ^ kZeroCommas)) break;
+          out_.resize(out_.size() + 8);
+          *n += 8;
+          p_ += 16;
+        }
+      }
       // A plain 0, most of an image's pixels, without the general path.
       if (end_ - p_ >= 2 && p_[0] == '0' && (p_[1] == ',' || p_[1] == ']')) {
         out_.push_back(T(0));
