@@ -1,9 +1,10 @@
 #include "gloo_device.h"
 
+#include "actorflow/environment.h"
+
 #include <gloo/transport/tcp/device.h>
 #include <sched.h>
 
-#include <cstdlib>
 #include <string>
 
 namespace actorflow::net {
@@ -14,7 +15,7 @@ namespace {
 class ScopedBatchPolicy {
  public:
   ScopedBatchPolicy() {
-    if (const char* e = std::getenv("AF_GLOO_SCHED_BATCH"); e && std::string(e) == "0") return;
+    if (const char* e = environment_switch(EnvironmentSwitch::gloo_sched_batch); e && std::string(e) == "0") return;
     sched_param p{};
     switched_ = sched_getscheduler(0) == SCHED_OTHER && sched_setscheduler(0, SCHED_BATCH, &p) == 0;
   }
