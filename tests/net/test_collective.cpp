@@ -457,16 +457,31 @@ int batch_threads() {
 }
 
 TEST_CASE("Gloo's loop thread runs under SCHED_BATCH, and the thread that made it keeps its policy") {
-  REQUIRE(sched_getscheduler(0) == SCHED_OTHER);
-  const int before = batch_threads();
-  {
-    auto device = afn::make_gloo_device("127.0.0.1");
-    REQUIRE(device != nullptr);
-    // The device's one thread, its event loop, and no other.
-    CHECK(batch_threads() == before + 1);
-    CHECK(sched_getscheduler(0) == SCHED_OTHER);
-  }
-  CHECK(batch_threads() == before);
+  // In a thread of its own under SCHED_OTHER, whatever policy this test was started with.
+  struct Made {
+    bool other = false;
+    int before = -1, with_device = -1, after = -1;
+    int policy_with_device = -1;
+  };
+  auto made = std::async(std::launch::async, [] {
+    Made m;
+    sched_param p{};
+    m.other = sched_setscheduler(0, SCHED_OTHER, &p) == 0;
+    m.before = batch_threads();
+    {
+      auto device = afn::make_gloo_device("127.0.0.1");
+      m.with_device = batch_threads();
+      m.policy_with_device = sched_getscheduler(0);
+    }
+    m.after = batch_threads();
+    return m;
+  }).get();
+  REQUIRE(made.other);
+  // The device's one thread, its event loop, and no other.
+  CHECK(made.with_device == made.before + 1);
+  CHECK(made.policy_with_device == SCHED_OTHER);
+  CHECK(made.after == made.before);
+  const int before = made.before;
   // A caller under another policy is left alone, and so is the loop it makes. In a thread
   // of its own: leaving SCHED_IDLE needs a nice limit an unprivileged test may not have.
   struct Seen {
