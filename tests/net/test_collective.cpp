@@ -5,8 +5,8 @@
 #include <actorflow/actorflow.h>
 #include <actorflow/net/tcp_bytes.h>
 
-#include <dirent.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "../../net/src/connection_client.h"
 #include "../../net/src/gloo_device.h"
 #include "../../net/src/store_service.h"
+#include "thread_policy.h"
 
 namespace af = actorflow;
 namespace afn = actorflow::net;
@@ -446,15 +447,7 @@ TEST_CASE("a group that cannot form names the member that never joined") {
 }
 
 // This process's threads under SCHED_BATCH.
-int batch_threads() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/task");
-  REQUIRE(d != nullptr);
-  while (dirent* e = readdir(d))
-    if (e->d_name[0] != '.' && sched_getscheduler(std::atoi(e->d_name)) == SCHED_BATCH) ++n;
-  closedir(d);
-  return n;
-}
+int batch_threads() { return aft::threads_under_policy(getpid(), SCHED_BATCH); }
 
 TEST_CASE("Gloo's loop thread runs under SCHED_BATCH, and the thread that made it keeps its policy") {
   // In a thread of its own under SCHED_OTHER, whatever policy this test was started with.

@@ -5,7 +5,6 @@
 // broken one is skipped; the token, the metrics and SIGTERM's drain.
 #include <doctest/doctest.h>
 
-#include <dirent.h>
 #include <sched.h>
 
 #include <atomic>
@@ -13,6 +12,7 @@
 #include <mutex>
 
 #include "test_serve_util.h"
+#include "thread_policy.h"
 
 using namespace afserve;
 
@@ -38,18 +38,6 @@ struct JoinAll {
   }
   ~JoinAll() { now(); }
 };
-
-// How many of process `pid`'s threads run under SCHED_BATCH.
-int batch_policy_threads(pid_t pid) {
-  int n = 0;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = opendir(dir.c_str());
-  REQUIRE_MESSAGE(d != nullptr, dir);
-  while (dirent* e = readdir(d))
-    if (e->d_name[0] != '.' && sched_getscheduler(std::atoi(e->d_name)) == SCHED_BATCH) ++n;
-  closedir(d);
-  return n;
-}
 
 }  // namespace
 
@@ -147,8 +135,8 @@ TEST_CASE("needs python3-sklearn: batching merges concurrent requests into fewer
   // The batch worker yields to the HTTP threads on waking (SCHED_BATCH); nothing else
   // does. The servers inherit this test's policy, so only from SCHED_OTHER can it show.
   if (sched_getscheduler(0) == SCHED_OTHER) {
-    CHECK(batch_policy_threads(batched.pid()) == 1);
-    CHECK(batch_policy_threads(plain.pid()) == 0);
+    CHECK(aft::threads_under_policy(batched.pid(), SCHED_BATCH) == 1);
+    CHECK(aft::threads_under_policy(plain.pid(), SCHED_BATCH) == 0);
   } else {
     MESSAGE("not checked: this test runs under a policy other than SCHED_OTHER, which its servers inherit");
   }
