@@ -1,10 +1,13 @@
 #include "actor_system.h"
 #include "actorflow/environment.h"
+#include "actorflow/library_threads.h"
 
 #include <cstdlib>
 
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/runtime/scheduler_polling.h"
+
+#include <caf/thread_hook.hpp>
 
 #include <atomic>
 #include <mutex>
@@ -15,6 +18,13 @@ namespace {
 std::mutex g_polling_mu;
 SchedulerPolling g_polling;
 bool g_started = false;
+
+// Each scheduler worker named and under SCHED_BATCH from its start (library_threads.h).
+struct LibraryThreadHook final : caf::thread_hook {
+  void init(caf::actor_system&) override {}
+  void thread_started() override { enter_library_thread("af-actor"); }
+  void thread_terminates() override {}
+};
 
 }  // namespace
 
@@ -52,6 +62,7 @@ caf::actor_system& actor_system() {
     cfg->set("work-stealing.moderate-poll-attempts", moderate);
     cfg->set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
     cfg->set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(5)});
+    cfg->add_thread_hook<LibraryThreadHook>();
     cfg->set("logger.verbosity", caf::atom("quiet"));
     return new caf::actor_system(*cfg);
   }();

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "actorflow/net/daemon.h"
+#include "actorflow/library_threads.h"
 
 namespace actorflow::net {
 namespace {
@@ -67,7 +68,10 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::connect(const std::string& h
       c->cv_.notify_all();
     });
   });
-  c->io_thread_ = std::thread([raw = c.get()] { raw->io_loop(); });
+  c->io_thread_ = std::thread([raw = c.get()] {
+    enter_library_thread("af-client-io");
+    raw->io_loop();
+  });
   {
     std::unique_lock<std::mutex> lock(c->mu_);
     bool done = deadline == kNoDeadline ? (c->cv_.wait(lock, [&] { return connected.has_value(); }), true)

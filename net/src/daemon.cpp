@@ -4,6 +4,7 @@
 // the io thread itself and answer from there, with no hop to a worker and back. Each connection's graphs belong to it and are freed when it closes.
 #include "actorflow/net/daemon.h"
 #include "actorflow/log_time.h"
+#include "actorflow/library_threads.h"
 
 #include <asio.hpp>
 
@@ -415,6 +416,7 @@ Result<std::unique_ptr<NodeDaemon>> NodeDaemon::start(DaemonOptions options) {
   publish_local_daemon(opts.host, impl->port, impl->local);
   auto spin = opts.spin_us < 0 ? default_spin_budget() : std::chrono::microseconds(opts.spin_us);
   impl->io_thread = std::thread([raw, spin] {
+    enter_library_thread("af-daemon-io");
     run_io_spinning(raw->io, spin, [raw] { return std::exchange(raw->answered_inline, false); });
   });
   raw->log("listening on " + raw->address + (opts.token.empty() ? " (insecure: no cluster token)" : "") +

@@ -23,11 +23,10 @@ class Device;
 
 namespace actorflow::net {
 
-// gloo::transport::tcp::CreateDevice on `host`, its loop thread under SCHED_BATCH (it
-// inherits the creating thread's policy, which is put back afterwards). Where this thread
-// runs under a policy other than SCHED_OTHER, or the switch is refused, the device is
-// made as it is; AF_GLOO_SCHED_BATCH=0 turns the switch off (to measure it). Throws what
-// CreateDevice throws.
+// gloo::transport::tcp::CreateDevice on `host`, its loop thread under SCHED_BATCH: it
+// inherits the creating thread's policy, switched for the call by ScopedBatchPolicy
+// (actorflow/library_threads.h, whose rules and switch apply). Throws what CreateDevice
+// throws.
 std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& host);
 
 }  // namespace actorflow::net

@@ -5,6 +5,7 @@
 #include "actorflow/net/collective.h"
 #include "actorflow/net/tcp_bytes.h"
 #include "actorflow/denormal.h"
+#include "actorflow/library_threads.h"
 
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
@@ -364,6 +365,7 @@ class GlooGroupImpl final : public GlooGroup {
 
   void loop() {
     flush_denormals_on_this_thread();  // the reductions' sums, as the kernels'
+    enter_library_thread("af-collective");
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       // The next op in the agreed order: bucket next_bucket_ of the step under way; a

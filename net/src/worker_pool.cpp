@@ -1,6 +1,8 @@
 // The daemon's worker threads (worker_pool.h).
 #include "worker_pool.h"
 
+#include "actorflow/library_threads.h"
+
 #include <algorithm>
 
 namespace actorflow::net {
@@ -48,6 +50,7 @@ int WorkerPool::busy() const {
 }
 
 void WorkerPool::loop() {
+  enter_library_thread("af-daemon-work");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     ++idle_;

@@ -1,6 +1,7 @@
 #include "actorflow/ops/cpu_device.h"
 #include "actorflow/denormal.h"
 #include "actorflow/environment.h"
+#include "actorflow/library_threads.h"
 
 #include <algorithm>
 #include <atomic>
@@ -29,11 +30,13 @@ int cpu_thread_budget() {
 
 namespace {
 
-// Eigen's threads, each flushing denormals from its start: they run the kernels' blocks.
+// Eigen's threads, each flushing denormals from its start and run as library_threads.h
+// says: they run the kernels' blocks.
 struct FlushingThreadEnvironment : Eigen::StlThreadEnvironment {
   EnvThread* CreateThread(std::function<void()> f) {
     return Eigen::StlThreadEnvironment::CreateThread([f = std::move(f)] {
       flush_denormals_on_this_thread();
+      enter_library_thread("af-cpu");
       f();
     });
   }

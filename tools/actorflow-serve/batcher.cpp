@@ -1,6 +1,6 @@
 #include "batcher.h"
 
-#include <sched.h>
+#include "actorflow/library_threads.h"
 
 #include <cstring>
 
@@ -65,8 +65,7 @@ void Batcher::work() {
   // queued it, which goes on to read the requests ready on its other connections: they
   // join the batch rather than wait for the next. On 2 cores at saturation: 29 rows a
   // step against 23, and 4% more requests/s. A worker is still run at once on an idle core.
-  sched_param policy{};
-  if (sched_getscheduler(0) == SCHED_OTHER) (void)sched_setscheduler(0, SCHED_BATCH, &policy);
+  af::enter_library_thread("serve-batch");
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     work_cv_.wait(lock, [this] { return stopping_ || (!collecting_ && !queue_.empty()); });

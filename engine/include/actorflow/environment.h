@@ -21,7 +21,7 @@ enum class EnvironmentSwitch {
   caf_moderate_polls,     // AF_CAF_MODERATE_POLLS=N: and its polls between short sleeps
   net_spin_us,            // AF_NET_SPIN_US=N: how long a caller polls its socket before sleeping
   dial_own_daemon,        // AF_DIAL_OWN_DAEMON=1: reach this process's daemon over TCP too
-  gloo_sched_batch,       // AF_GLOO_SCHED_BATCH=0: Gloo's loop thread keeps the default policy
+  sched_batch,            // AF_SCHED_BATCH=0: the library's threads keep the default policy
   gpu_module,             // AF_GPU_MODULE=off|PATH: no GPU, or the CUDA module to load
   gpu_allow_tf32,         // AF_GPU_ALLOW_TF32=1: f32 products may use TF32 tensor cores
   gpu_watch_timeout_s,    // AF_GPU_WATCH_TIMEOUT_S=N: a GPU op still running after N s is reported

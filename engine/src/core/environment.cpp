@@ -16,7 +16,7 @@ const char* environment_switch_name(EnvironmentSwitch s) {
     case EnvironmentSwitch::caf_moderate_polls: return "AF_CAF_MODERATE_POLLS";
     case EnvironmentSwitch::net_spin_us: return "AF_NET_SPIN_US";
     case EnvironmentSwitch::dial_own_daemon: return "AF_DIAL_OWN_DAEMON";
-    case EnvironmentSwitch::gloo_sched_batch: return "AF_GLOO_SCHED_BATCH";
+    case EnvironmentSwitch::sched_batch: return "AF_SCHED_BATCH";
     case EnvironmentSwitch::gpu_module: return "AF_GPU_MODULE";
     case EnvironmentSwitch::gpu_allow_tf32: return "AF_GPU_ALLOW_TF32";
     case EnvironmentSwitch::gpu_watch_timeout_s: return "AF_GPU_WATCH_TIMEOUT_S";
