@@ -251,6 +251,24 @@ def serve_and_check(build, work, rows):
         check(not any(t.is_alive() for t in threads), "concurrent clients did not finish within 120 s")
         check(not errors, f"concurrent REST and gRPC predictions differ: {errors[:5]}")
 
+        # gRPC's threads start under SCHED_BATCH, as the library's own (af-...) and the batch
+        # worker do; the main thread keeps the default. The server inherits this test's
+        # policy, so only from SCHED_OTHER can it show.
+        if os.sched_getscheduler(0) == os.SCHED_OTHER:
+            grpc_batch, seen = 0, []
+            for tid in os.listdir(f"/proc/{server.proc.pid}/task"):
+                try:
+                    with open(f"/proc/{server.proc.pid}/task/{tid}/comm") as f:
+                        name = f.read().strip()
+                    policy = os.sched_getscheduler(int(tid))
+                except OSError:
+                    continue  # the thread ended meanwhile
+                seen.append((name, policy))
+                if policy == os.SCHED_BATCH and not name.startswith("af-") and name != "serve-batch":
+                    grpc_batch += 1
+            check(grpc_batch >= 1, f"no gRPC thread runs under SCHED_BATCH: {seen}")
+            check(os.sched_getscheduler(server.proc.pid) == os.SCHED_OTHER, "the server's main thread left SCHED_OTHER")
+
         # ---- metadata and status ----
         mreq = get_model_metadata_pb2.GetModelMetadataRequest()
         mreq.model_spec.name = "cancer"
