@@ -251,9 +251,9 @@ def serve_and_check(build, work, rows):
         check(not any(t.is_alive() for t in threads), "concurrent clients did not finish within 120 s")
         check(not errors, f"concurrent REST and gRPC predictions differ: {errors[:5]}")
 
-        # gRPC's threads start under SCHED_BATCH, as the library's own (af-...) and the batch
-        # worker do; the main thread keeps the default. The server inherits this test's
-        # policy, so only from SCHED_OTHER can it show.
+        # The server's threads run under SCHED_BATCH, its main thread's policy before it starts
+        # any, gRPC's among them. The server inherits this test's policy, so only from
+        # SCHED_OTHER can it show.
         if os.sched_getscheduler(0) == os.SCHED_OTHER:
             grpc_batch, seen = 0, []
             for tid in os.listdir(f"/proc/{server.proc.pid}/task"):
@@ -267,7 +267,9 @@ def serve_and_check(build, work, rows):
                 if policy == os.SCHED_BATCH and not name.startswith("af-") and name != "serve-batch":
                     grpc_batch += 1
             check(grpc_batch >= 1, f"no gRPC thread runs under SCHED_BATCH: {seen}")
-            check(os.sched_getscheduler(server.proc.pid) == os.SCHED_OTHER, "the server's main thread left SCHED_OTHER")
+            check(os.sched_getscheduler(server.proc.pid) == os.SCHED_BATCH, "the server's main thread is not under SCHED_BATCH")
+            others = [t for t in seen if t[1] != os.SCHED_BATCH]
+            check(not others, f"threads of the server not under SCHED_BATCH: {others}")
 
         # ---- metadata and status ----
         mreq = get_model_metadata_pb2.GetModelMetadataRequest()

@@ -13,6 +13,7 @@
 // SIGINT answers the requests in flight and exits 0.
 #include <CLI/CLI.hpp>
 
+#include <actorflow/library_threads.h>
 #include <actorflow/net/port_file.h>
 #include <actorflow/runtime/scheduler_polling.h>
 
@@ -152,6 +153,14 @@ int main(int argc, char** argv) {
   // MiB), and then keeps such blocks in its arenas: 10,000 fuzzed requests of up to 4 MiB
   // left the server 38 MiB larger with it, 20 MiB with this.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  // Every thread of the server runs under SCHED_BATCH, inheriting it from this one before
+  // any is started: the library's own (actorflow/library_threads.h), gRPC's, the HTTP
+  // threads and the batch workers. A request is handed from thread to thread, and a woken
+  // thread under it does not preempt the one that woke it, which goes on to read the
+  // requests ready after it. At saturation on 2 cores: gRPC 36,600-37,900 calls/s against
+  // 31,000-31,700 with only the library's threads under it, REST 2-4% more. AF_SCHED_BATCH=0
+  // leaves the default.
+  actorflow::batch_policy_on_this_thread();
 
   serve::Metrics metrics;
   std::vector<std::unique_ptr<serve::ModelManager>> managers;

@@ -3,8 +3,6 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 
-#include "actorflow/library_threads.h"
-
 #include <atomic>
 
 #include "echo.h"
@@ -283,14 +281,7 @@ af::Status GrpcServer::start() {
   impl_->prediction.SetMessageAllocatorFor_Predict(&impl_->predict_messages);
   builder.RegisterService(&impl_->prediction);
   builder.RegisterService(&impl_->model_service);
-  // gRPC's threads (its pollers and callback executor, and the threads those start later)
-  // inherit the policy of the thread that starts the server: SCHED_BATCH, as the library's
-  // own threads (actorflow/library_threads.h), so that a call handed from one of them to
-  // another does not preempt the first before it has read the calls ready after it.
-  {
-    af::ScopedBatchPolicy batch;
-    impl_->server = builder.BuildAndStart();
-  }
+  impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0)
     return af::Status(af::Code::unavailable, "gRPC cannot listen on " + host + ":" + std::to_string(o.port) + " (in use, or not an address of this host?)");
   return af::Status::OK();
