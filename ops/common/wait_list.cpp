@@ -1,5 +1,7 @@
 #include "common/wait_list.h"
 
+#include "actorflow/library_threads.h"
+
 #include <condition_variable>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@ class DeadlineTimer {
  private:
   DeadlineTimer() : thread_([this] { run(); }) { thread_.detach(); }
   void run() {
+    enter_library_thread("af-deadlines");
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       if (due_.empty()) {

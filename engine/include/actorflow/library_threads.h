@@ -1,8 +1,11 @@
 // How the threads ActorFlow starts run: its actor scheduler's workers, the CPU device's
-// pool, the daemons' and connections' network threads, the collective groups' threads
-// and Gloo's event loop. Each is named (af-actor, af-cpu, af-daemon-io, ...: what top -H,
-// ps -L, perf and gdb show) and runs under Linux's SCHED_BATCH policy. The threads of the
-// program that calls the library keep their own names and policy.
+// pool, the daemons' and connections' network threads, the collective groups' threads,
+// Gloo's event loop and the coordination ops' deadline timer. Each is named (af-actor,
+// af-cpu, af-daemon-io, ...: what top -H, ps -L, perf and gdb show; Gloo's loop keeps its
+// creator's) and runs under Linux's SCHED_BATCH policy. The threads of the program that
+// calls the library keep their own names and policy, and so do the GPU module's event
+// poller (its effect on GPU steps not measured yet) and a daemon's short-lived stop
+// watchers.
 //
 // Why SCHED_BATCH: a step is a chain of hand-offs between these threads (a message to an
 // actor, a block to the pool, bytes to a network thread), and under the default policy a
