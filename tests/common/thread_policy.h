@@ -40,6 +40,15 @@ inline std::vector<ThreadSeen> process_threads(pid_t pid) {
   return out;
 }
 
+// The policy of each of a process's threads named `name` (a thread starts with its
+// creator's name, so this also finds the threads another library starts from ours).
+inline std::vector<int> policies_of_threads_named(pid_t pid, const std::string& name) {
+  std::vector<int> out;
+  for (const auto& t : process_threads(pid))
+    if (t.name == name) out.push_back(t.policy);
+  return out;
+}
+
 inline int threads_under_policy(pid_t pid, int policy) {
   int n = 0;
   for (const auto& t : process_threads(pid)) n += t.policy == policy;

@@ -448,62 +448,47 @@ TEST_CASE("a group that cannot form names the member that never joined") {
   CHECK(Clock::now() - t0 < std::chrono::seconds(5));
 }
 
-// This process's threads named `name`, each with its policy: a thread starts with its
-// creator's name, so the threads a Gloo device starts carry the name of the thread that
-// made it (other threads of the library may come and go meanwhile).
-std::vector<int> policies_of_threads_named(const std::string& name) {
-  std::vector<int> out;
-  for (const auto& t : aft::process_threads(getpid()))
-    if (t.name == name) out.push_back(t.policy);
-  return out;
+// A Gloo device made on a thread of its own, which starts under `policy` and is named
+// `name`: a thread starts with its creator's name, so the device's threads carry it too
+// (other threads of the library may come and go meanwhile).
+struct DeviceMade {
+  bool set = false;                // the maker could take `policy`
+  std::vector<int> with_device;    // the policies of the threads named `name` with the device
+  std::vector<int> after;          // and once it is gone
+  int maker_policy = -1;           // the maker's, with the device
+};
+
+DeviceMade make_device_under(int policy, const char* name) {
+  return std::async(std::launch::async, [=] {
+    DeviceMade m;
+    sched_param p{};
+    m.set = sched_setscheduler(0, policy, &p) == 0;
+    pthread_setname_np(pthread_self(), name);
+    {
+      auto device = afn::make_gloo_device("127.0.0.1");
+      m.with_device = aft::policies_of_threads_named(getpid(), name);
+      m.maker_policy = sched_getscheduler(0);
+    }
+    m.after = aft::policies_of_threads_named(getpid(), name);
+    return m;
+  }).get();
 }
 
 TEST_CASE("Gloo's loop thread runs under SCHED_BATCH, and the thread that made it keeps its policy") {
-  // In a thread of its own under SCHED_OTHER, whatever policy this test was started with.
-  struct Made {
-    bool other = false;
-    std::vector<int> with_device, after;
-    int policy_with_device = -1;
-  };
-  auto made = std::async(std::launch::async, [] {
-    Made m;
-    sched_param p{};
-    m.other = sched_setscheduler(0, SCHED_OTHER, &p) == 0;
-    pthread_setname_np(pthread_self(), "gloo-maker");
-    {
-      auto device = afn::make_gloo_device("127.0.0.1");
-      m.with_device = policies_of_threads_named("gloo-maker");
-      m.policy_with_device = sched_getscheduler(0);
-    }
-    m.after = policies_of_threads_named("gloo-maker");
-    return m;
-  }).get();
-  REQUIRE(made.other);
+  // From SCHED_OTHER, whatever policy this test was started with.
+  auto made = make_device_under(SCHED_OTHER, "gloo-maker");
+  REQUIRE(made.set);
   // The maker, and the device's one thread, its event loop, under SCHED_BATCH.
   CHECK(made.with_device.size() == 2);
   CHECK(std::count(made.with_device.begin(), made.with_device.end(), SCHED_BATCH) == 1);
-  CHECK(made.policy_with_device == SCHED_OTHER);
+  CHECK(made.maker_policy == SCHED_OTHER);
   CHECK(made.after == std::vector<int>{SCHED_OTHER});
   // A caller under another policy is left alone, and so is the loop it makes. In a thread
   // of its own: leaving SCHED_IDLE needs a nice limit an unprivileged test may not have.
-  struct Seen {
-    bool idle = false;
-    std::vector<int> with_device;
-    int policy_after = -1;
-  };
-  auto seen = std::async(std::launch::async, [] {
-    Seen s;
-    sched_param p{};
-    s.idle = sched_setscheduler(0, SCHED_IDLE, &p) == 0;
-    pthread_setname_np(pthread_self(), "gloo-idle-maker");
-    auto device = afn::make_gloo_device("127.0.0.1");
-    s.with_device = policies_of_threads_named("gloo-idle-maker");
-    s.policy_after = sched_getscheduler(0);
-    return s;
-  }).get();
-  REQUIRE(seen.idle);
-  CHECK(seen.with_device == std::vector<int>{SCHED_IDLE, SCHED_IDLE});
-  CHECK(seen.policy_after == SCHED_IDLE);
+  auto idle = make_device_under(SCHED_IDLE, "gloo-idle-maker");
+  REQUIRE(idle.set);
+  CHECK(idle.with_device == std::vector<int>{SCHED_IDLE, SCHED_IDLE});
+  CHECK(idle.maker_policy == SCHED_IDLE);
 }
 
 TEST_CASE("the process's TCP counters see bytes cross a socket") {

@@ -136,15 +136,8 @@ TEST_CASE("needs python3-sklearn: batching merges concurrent requests into fewer
   // the server does (its main thread's policy, set before it starts any). The servers
   // inherit this test's policy, so only from SCHED_OTHER can it show.
   if (sched_getscheduler(0) == SCHED_OTHER) {
-    auto workers = [](pid_t pid) {
-      int batch = 0, other = 0;
-      for (const auto& t : aft::process_threads(pid)) {
-        if (t.name == "serve-batch") ++(t.policy == SCHED_BATCH ? batch : other);
-      }
-      return std::make_pair(batch, other);
-    };
-    CHECK(workers(batched.pid()) == std::make_pair(1, 0));
-    CHECK(workers(plain.pid()) == std::make_pair(0, 0));
+    CHECK(aft::policies_of_threads_named(batched.pid(), "serve-batch") == std::vector<int>{SCHED_BATCH});
+    CHECK(aft::policies_of_threads_named(plain.pid(), "serve-batch").empty());
     CHECK(aft::threads_under_policy(batched.pid(), SCHED_OTHER) == 0);
     CHECK(aft::threads_under_policy(plain.pid(), SCHED_OTHER) == 0);
   } else {
