@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 
+#include "actorflow/environment.h"
 #include "actorflow/kernel.h"
 #include "actorflow/ops/gpu_placement.h"
 
@@ -119,6 +120,15 @@ Status place_plan_on_gpus(const Graph& g, OptimizedPlan& p, const GpuPlanOptions
   for (Endpoint& f : plan.fetches)
     if (f.node >= 0 && !fed.count(f)) f = copies.on(f, DeviceId{});
   plan.nodes.insert(plan.nodes.end(), copies.added().begin(), copies.added().end());
+  // TF's log_device_placement: where every node of the plan runs, copies included.
+  if (const char* v = environment_switch(EnvironmentSwitch::log_device_placement); v && std::string(v) == "1") {
+    std::string out;
+    for (int id : plan.nodes) {
+      const Node& n = p.node(id);
+      out += "actorflow: placement: node '" + n.name + "' (" + n.op + ") on " + p.device(id).to_string() + "\n";
+    }
+    std::fputs(out.c_str(), stderr);
+  }
   return Status::OK();
 }
 

@@ -328,6 +328,14 @@ void NodeActor::compute(const NodeRuntime& rt, std::vector<Tensor> inputs, int64
 }
 
 void compute_kernel(const NodeRuntime& rt, OpKernelContext& ctx) {
+  // A CPU kernel handed a GPU buffer would read device memory on the host: the plan lost
+  // a copy. Fail the node by name rather than the process.
+  if (!rt.device)
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      if (const Tensor& t = ctx.input(i); t.valid() && t.device().type != DeviceType::CPU)
+        return ctx.fail(internal_error("node '" + rt.node->name + "' (" + rt.node->op + ") runs on the CPU but its input " +
+                                 std::to_string(i) + " is on " + t.device().to_string() +
+                                 ": the plan has no copy to the host there"));
   ScopedFlushDenormal flush;
   try {
     if (rt.kernel_mu) {

@@ -109,6 +109,15 @@ class UpdateKernel : public OpKernel {
     auto var = ctx.resources()->variable(variable_);
     Tensor value = ctx.take_input(0);
     std::lock_guard<std::mutex> lock(var->mu);
+    // The GPU's Assign runs this code too, on its device's tensors; a variable's users all
+    // run where its value lives, else this would touch device memory from the host.
+    const DeviceType here = ctx.device() ? ctx.device()->id().type : DeviceType::CPU;
+    if (var->value.valid() && var->value.device().type != here) {
+      ctx.fail(failed_precondition("node '" + ctx.node().name + "' (" + ctx.node().op + ") runs on the " +
+                                   (here == DeviceType::CPU ? "CPU" : "GPU") + " but variable '" + variable_ +
+                                   "' lives on " + var->value.device().to_string()));
+      return;
+    }
     if (mode_ == Mode::assign) {
       if (!declared_.compatible_with(value.shape())) {
         ctx.fail(invalid_argument("value of shape " + value.shape().to_string() + " does not fit variable '" + variable_ +

@@ -7,16 +7,15 @@
 // The module's side of cuda_info.h (libactorflow forwards to these once it has loaded
 // the module: ops/common/gpu_module.h).
 namespace actorflow::gpu {
+
+// gpu_device.cpp's (gpu_runtime.h is host code for g++): it also clears a non-sticky error.
+Status cuda_status(cudaError_t e, const char* what);
+
 namespace {
 
 __global__ void axpb_kernel(float* out, const float* in, float a, float b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a * in[i] + b;
-}
-
-Status cuda_status(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::OK();
-  return Status(Code::internal, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 }  // namespace
@@ -32,11 +31,20 @@ int module_device_count() {
 
 std::string module_device_name(int index) {
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return "unknown";
+  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) {
+    (void)cudaGetLastError();  // a bad index must not fail the next launch's check
+    return "unknown";
+  }
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")";
 }
 
 Status module_self_test(int index) {
+  // Refused before CUDA sees it: cudaSetDevice's "invalid device ordinal" would otherwise
+  // linger as the thread's last error.
+  const int count = module_device_count();
+  if (index < 0 || index >= count)
+    return Status(Code::invalid_argument,
+                  "there is no GPU " + std::to_string(index) + " (this process sees " + std::to_string(count) + ")");
   AF_RETURN_IF_ERROR(cuda_status(cudaSetDevice(index), "cudaSetDevice"));
   const int n = 1 << 20;
   std::vector<float> host(n);

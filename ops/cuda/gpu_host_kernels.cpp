@@ -35,11 +35,33 @@ class HandleKernel final : public OpKernel {
                                   " got a value on " + v.device().to_string()));
         return;
       }
+      // A value held elsewhere too (one initializer feeding several variables, a
+      // constant) is copied, as the CPU kernel does, but on the device: the CPU kernel's
+      // clone would read device memory on the host.
+      if (v.buffer_use_count() > 1) return assign_own_copy(ctx);
     }
     cpu_->compute(ctx);
   }
 
  private:
+  void assign_own_copy(OpKernelContext& ctx) {
+    Result<GpuDevice*> dev = device_of(ctx);
+    if (!dev.ok()) return ctx.fail(dev.status());
+    GpuDevice& d = **dev;
+    const Tensor& v = ctx.input(0);
+    Status s = d.activate();
+    Tensor own(v.dtype(), v.shape(), d.allocator());
+    // On the compute stream: every later reader of the variable is ordered after it.
+    if (s.ok() && v.bytes() > 0)
+      s = cuda_status(cudaMemcpyAsync(own.raw_data(), v.raw_data(), v.bytes(), cudaMemcpyDeviceToDevice, d.compute()),
+                      "cudaMemcpyAsync (a variable's own copy)");
+    if (!s.ok()) return ctx.fail(s);
+    OpKernelContext inner(ctx.node(), {std::move(own)}, ctx.device(), ctx.resources(), ctx.step_id());
+    cpu_->compute(inner);
+    if (!inner.ok()) return ctx.fail(inner.status());
+    ctx.set_output(0, std::move(inner.output(0)));
+  }
+
   bool assign_;
   std::unique_ptr<OpKernel> cpu_;
   Status error_;

@@ -196,8 +196,8 @@ TEST_CASE("GPU placement: an Apply op's hyperparameters are host memory, its gra
   CHECK_FALSE(af::gpu_input_in_host_memory("MatMul", 0));
 }
 
-TEST_CASE("a session without a GPU runs a /gpu:0 training step on the CPU, the same as an unplaced one") {
-  if (af::cuda_device_count() > 0) aft::skip("this case is for machines without a GPU", "");
+TEST_CASE("a /gpu:0 training step runs as an unplaced one: the same bits without a GPU, within 1e-4 with one") {
+  const bool gpu = af::cuda_device_count() > 0;
   auto run = [](const std::string& device) {
     Mlp t;
     build_mlp(t, device, "sgd");
@@ -219,7 +219,11 @@ TEST_CASE("a session without a GPU runs a /gpu:0 training step on the CPU, the s
   const auto placed = run("/gpu:0");
   const auto plain = run("");
   REQUIRE(placed.size() == plain.size());
-  // Without a GPU the placed graph runs exactly as the unplaced one: the same bits.
-  for (size_t i = 0; i < placed.size(); ++i) CHECK(placed[i] == plain[i]);
+  // Without a GPU the placed graph runs exactly as the unplaced one: the same bits. On a
+  // GPU the sums run in another order.
+  for (size_t i = 0; i < placed.size(); ++i) {
+    if (gpu) CHECK(placed[i] == doctest::Approx(plain[i]).epsilon(1e-4));
+    else CHECK(placed[i] == plain[i]);
+  }
   CHECK(placed.back() < placed.front());
 }

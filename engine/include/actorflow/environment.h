@@ -25,6 +25,7 @@ enum class EnvironmentSwitch {
   gpu_module,             // AF_GPU_MODULE=off|PATH: no GPU, or the CUDA module to load
   gpu_allow_tf32,         // AF_GPU_ALLOW_TF32=1: f32 products may use TF32 tensor cores
   gpu_watch_timeout_s,    // AF_GPU_WATCH_TIMEOUT_S=N: a GPU op still running after N s is reported
+  log_device_placement,   // AF_LOG_DEVICE_PLACEMENT=1: each new plan of a GPU graph logs where its nodes run
   // The run path's defaults (actorflow/runtime/run_path.h), 0 or 1:
   caller_runs_cheap_steps,     // AF_CALLER_RUNS_CHEAP_STEPS
   caller_runs_serial_steps,    // AF_CALLER_RUNS_SERIAL_STEPS

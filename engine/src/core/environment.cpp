@@ -20,6 +20,7 @@ const char* environment_switch_name(EnvironmentSwitch s) {
     case EnvironmentSwitch::gpu_module: return "AF_GPU_MODULE";
     case EnvironmentSwitch::gpu_allow_tf32: return "AF_GPU_ALLOW_TF32";
     case EnvironmentSwitch::gpu_watch_timeout_s: return "AF_GPU_WATCH_TIMEOUT_S";
+    case EnvironmentSwitch::log_device_placement: return "AF_LOG_DEVICE_PLACEMENT";
     case EnvironmentSwitch::caller_runs_cheap_steps: return "AF_CALLER_RUNS_CHEAP_STEPS";
     case EnvironmentSwitch::caller_runs_serial_steps: return "AF_CALLER_RUNS_SERIAL_STEPS";
     case EnvironmentSwitch::caller_runs_training_steps: return "AF_CALLER_RUNS_TRAINING_STEPS";
