@@ -52,11 +52,11 @@ namespace {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// Allocations and frees are queued on the compute stream. A tensor's buffer is freed
-// only after the host has seen every kernel that used it finish (kernels hold their
-// inputs until their event completes), so a free ordered on the compute stream cannot
-// overtake work of the copy streams; a copy stream that writes a fresh block first
-// waits for the compute stream (GpuDevice::order_after).
+// Allocations and frees are queued on the compute stream, so a buffer freed once the
+// kernels that read it are queued there (GpuOpKernel is done at that point) is reused
+// only by work ordered after them. The copy streams hold their tensors until the host has
+// seen the copy finish, so a free cannot overtake a copy; a copy stream that writes a
+// fresh block first waits for the compute stream (GpuDevice::order_after).
 class StreamOrderedAllocator final : public Allocator {
  public:
   StreamOrderedAllocator(int index, cudaMemPool_t pool, cudaStream_t stream)
@@ -290,6 +290,12 @@ void GpuOpKernel::compute_async(OpKernelContext& ctx, DoneCallback done) {
     d->when_done(d->compute(), [done = std::move(done)](Status) { done(); });
     return;
   }
+  // Work on the compute stream is done for the graph once it is queued, as TF's GPU
+  // kernels are: every later kernel is ordered after it on that stream, copies to the
+  // host wait for the stream first, and buffers are freed in its order. Waiting for the
+  // poller here would put a round trip to the host on every edge. An error the work
+  // meets later is reported by the next wait on the stream (a copy's).
+  if (*stream == d->compute()) return done();
   d->when_done(*stream, [&ctx, done = std::move(done)](Status s) {
     if (!s.ok()) ctx.fail(s);
     done();

@@ -111,8 +111,10 @@ class GpuDevice {
 Result<GpuDevice*> device_of(const OpKernelContext& ctx);
 
 // Base of the GPU kernels: enqueue() queues work on the device's streams and sets the
-// outputs; the kernel finishes when the poller sees that work done. Errors of enqueue()
-// and of the device come back through ctx.fail, which names the node and op.
+// outputs. Work on the compute stream finishes the kernel as soon as it is queued (later
+// work is ordered after it there); work on another stream finishes it when the poller
+// sees that work done. Errors of enqueue() and of the device come back through ctx.fail,
+// which names the node and op.
 class GpuOpKernel : public AsyncOpKernel {
  public:
   using AsyncOpKernel::AsyncOpKernel;

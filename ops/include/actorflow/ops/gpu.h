@@ -40,8 +40,9 @@ Result<Tensor> copy_to_gpu(const Tensor& host, int index,
                            std::chrono::milliseconds timeout = std::chrono::seconds(60));
 Result<Tensor> copy_to_host(const Tensor& on_gpu, std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-// Runs a kernel (sync or async) on `device` to completion, waiting at most `timeout`:
-// tests and tools that run kernels outside a session. On timeout the context must stay
+// Runs a kernel (sync or async) on `device` until it is done, waiting at most `timeout`:
+// tests and tools that run kernels outside a session. A GPU kernel on the compute stream
+// is done once queued; copy_to_host of its outputs waits for the stream. On timeout the context must stay
 // alive (the kernel may still finish), so it is leaked and the status says so.
 Status run_kernel_blocking(OpKernel& kernel, OpKernelContext& ctx,
                            std::chrono::milliseconds timeout = std::chrono::seconds(60));
