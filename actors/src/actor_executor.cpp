@@ -132,10 +132,19 @@ class ActorExecutor final : public Executor {
       for (int p : producers[i]) inputs = inputs || p >= 0;
       inert[i] = !inputs && !consumed[i] && rt.fetches.empty() && rt.finishes == 0 ? 1 : 0;
     }
-    // A plan with GPU nodes runs on the actors: its GPU kernels are async (the node
-    // actors wait for the poller's done message, no thread waits on a stream).
+    // A plan with GPU nodes is serial on the host anyway: its compute kernels are done
+    // once queued on the one compute stream. Its steps without a deadline run on the
+    // caller's thread, which queues every kernel without a hop per node and waits only
+    // where a consumer needs an async kernel (a copy) finished; a CPU async kernel (a
+    // _Recv, an accumulator) keeps the plan on its actors, where no thread waits for it.
     const bool gpu = optimized.uses_gpu();
-    if (gpu) path.colocate_cheap_ops = path.caller_runs_cheap_steps = path.caller_runs_serial_steps = false;
+    bool gpu_on_caller = false;
+    if (gpu) {
+      gpu_on_caller = path.caller_runs_serial_steps && !any_encoded;
+      for (size_t i = 0; i < nodes.size() && gpu_on_caller; ++i)
+        if (!inert[i] && nodes[i].kernel->as_async() && !nodes[i].device) gpu_on_caller = false;
+      path.colocate_cheap_ops = path.caller_runs_cheap_steps = path.caller_runs_serial_steps = false;
+    }
     caller_runs_ = path.caller_runs_cheap_steps && !any_encoded;
     for (size_t i = 0; i < nodes.size() && caller_runs_; ++i)
       if (!cheap[i] && !inert[i]) caller_runs_ = false;
@@ -161,6 +170,7 @@ class ActorExecutor final : public Executor {
       }
       serial_ = stateful && is_mostly_serial(nodes, order_, producers, cost, inert, kMostlySerialFraction);
     }
+    if (gpu_on_caller) serial_ = true;
     if (path.colocate_cheap_ops && !caller_runs_) colocate_cheap_nodes(nodes, order_, producers, cheap, fed, encoded);
 
     for (size_t i = 0; i < nodes.size(); ++i) {

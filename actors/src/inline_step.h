@@ -1,5 +1,7 @@
 // A step run on the calling thread: for plans whose every node is cheap, a hop to a CAF
-// worker and back costs more than the whole step.
+// worker and back costs more than the whole step; for serial plans and GPU plans, each
+// hop adds to the step. Async kernels (a GPU's copies) run here too: the caller waits for
+// one only when a consumer's turn comes.
 #pragma once
 #include <atomic>
 #include <vector>

@@ -15,9 +15,11 @@ machine's own python3 (torch 2.11 with CUDA; no numpy needed).
                                  one-element tensor, synchronized once at the end
 
 Each prints one line: PEER <what> seconds=<s> peak_bytes=<torch.cuda.max_memory_allocated>
-(overhead: PEER overhead us_per_op=<us>). The epoch is timed from its first step to a
-synchronize after its last, with the batches read from host memory each step (bytes,
-scaled on the GPU), as our input pipeline feeds the host's batches.
+(overhead: PEER overhead us_per_op=<us>). The epoch does what samples/fashion_mnist's
+does: batches read from host memory each step (bytes, scaled on the GPU), as our input
+pipeline feeds the host's batches; the loss read each step; then the test set evaluated
+in batches of 1000 and a checkpoint saved. It is timed from its first step to a
+synchronize after the checkpoint.
 """
 import gzip
 import os
@@ -55,6 +57,8 @@ def epoch(model_name, d):
     torch.manual_seed(1)
     images = read_idx(torch, os.path.join(d, "train-images-idx3-ubyte.gz"))
     labels = read_idx(torch, os.path.join(d, "train-labels-idx1-ubyte.gz")).long()
+    test_images = read_idx(torch, os.path.join(d, "t10k-images-idx3-ubyte.gz"))
+    test_labels = read_idx(torch, os.path.join(d, "t10k-labels-idx1-ubyte.gz")).long()
     torch.cuda.init()
     torch.cuda.reset_peak_memory_stats(dev)
     if model_name == "mlp":
@@ -72,6 +76,8 @@ def epoch(model_name, d):
     order = torch.randperm(n)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
+    model.train()
+    loss_sum = 0.0
     for start in range(0, n, batch):
         idx = order[start:start + batch]
         x = images[idx].to(dev).float().div_(255.0).unsqueeze(1)
@@ -80,10 +86,21 @@ def epoch(model_name, d):
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
+        # The loss each step, as our loop reads it for its progress line.
+        loss_sum += loss.item()
+    # Then, as our sample's epoch does: the test set in batches of 1000, and a checkpoint.
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, test_images.shape[0], 1000):
+            x = test_images[start:start + 1000].to(dev).float().div_(255.0).unsqueeze(1)
+            y = test_labels[start:start + 1000].to(dev)
+            correct += int((model(x).argmax(1) == y).sum())
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, os.path.join(d, model_name + ".ckpt"))
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
-    print("PEER %s seconds=%.3f peak_bytes=%d final_loss=%.4f" %
-          (model_name, seconds, torch.cuda.max_memory_allocated(dev), float(loss)))
+    print("PEER %s seconds=%.3f peak_bytes=%d final_loss=%.4f test_accuracy=%.4f" %
+          (model_name, seconds, torch.cuda.max_memory_allocated(dev), float(loss), correct / test_images.shape[0]))
 
 
 def overhead():

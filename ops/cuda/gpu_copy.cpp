@@ -93,10 +93,17 @@ class CopyToDeviceKernel final : public AsyncOpKernel {
     if (!out.ok()) ctx.fail(out.status());
     else ctx.set_output(0, std::move(*out));
     // Consumers on the compute stream must see the copy: they are ordered after it
-    // here, on the device, so the kernel can finish without the host waiting.
+    // here, on the device, so the kernel is done at once (the host's tensor is already
+    // in the staging block); the block goes back once the copy stream has passed it.
     if (out.ok()) {
       Status s = d.order_after(d.compute(), d.h2d());
       if (!s.ok()) ctx.fail(s);
+    }
+    if (ctx.ok()) {
+      d.when_done(d.h2d(), [release = std::move(release)](Status) {
+        if (release) release();
+      });
+      return done();
     }
     d.when_done(d.h2d(), [&ctx, release = std::move(release), done = std::move(done)](Status s) {
       if (release) release();

@@ -23,7 +23,9 @@ struct RunPath {
   // A plan of stateless synchronous kernels whose costly ones lie on one path (an MLP's
   // forward pass) runs on the caller's thread too, unless the step has a deadline: the
   // actors could not overlap its kernels anyway, and each hop costs a thread hand-off.
-  // Its actors still exist for steps with a deadline.
+  // Its actors still exist for steps with a deadline. A plan with GPU nodes runs there
+  // too (its compute kernels are done once queued on the one compute stream, so the
+  // host's side of it is serial), unless it holds an async CPU kernel.
   bool caller_runs_serial_steps = true;
   // With caller_runs_serial_steps: a plan of synchronous kernels that holds stateful ones
   // (a training step: variable reads, their Apply updates, random ops) runs on the
