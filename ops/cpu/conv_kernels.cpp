@@ -60,6 +60,12 @@ class ConvBase : public OpKernel {
  public:
   explicit ConvBase(const Node& n) : OpKernel(n) {
     if (conv_geom::parse_hw(n, "strides", &sh_, &sw_, &attr_error_)) conv_geom::parse_padding(n, &padding_, &attr_error_);
+    if (const AttrValue* t = n.find_attr("compute_type")) {
+      const std::string type = t->is<std::string>() ? t->get<std::string>() : t->to_string();
+      if (type == "bfloat16") bf16_ = true;
+      else if (type != "float32")
+        attr_error_ = "compute_type must be \"float32\" or \"bfloat16\", got " + type;
+    }
   }
 
  protected:
@@ -99,6 +105,7 @@ class ConvBase : public OpKernel {
   int64_t sh_ = 1, sw_ = 1;
   conv_geom::Padding padding_ = conv_geom::Padding::valid;
   std::string attr_error_;
+  bool bf16_ = false;  // compute_type bfloat16: oneDNN's bfloat16 operands where native
 };
 
 // Rows per chunk: about kColBytes of col, at least one row, and few enough that every
@@ -280,29 +287,31 @@ int64_t band_count(const OpKernelContext& ctx, const ConvShape& s) {
 }
 
 bool conv_forward_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* w, float* y,
-                         const float* bias, bool relu) {
+                         const float* bias, bool relu, bool bf16) {
   const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
   return onednn_bands(ctx, s, band_count(ctx, s), [&](const cpu::ConvDims& d, int64_t n0, int64_t) {
-    return cpu::onednn_conv2d_f32(d, x + n0 * x_image, w, y + n0 * y_image, bias, relu);
+    return cpu::onednn_conv2d_f32(d, x + n0 * x_image, w, y + n0 * y_image, bias, relu, bf16);
   });
 }
 
-bool conv_backprop_input_onednn(OpKernelContext& ctx, const ConvShape& s, const float* w, const float* dy, float* dx) {
+bool conv_backprop_input_onednn(OpKernelContext& ctx, const ConvShape& s, const float* w, const float* dy, float* dx,
+                                bool bf16) {
   const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
   return onednn_bands(ctx, s, band_count(ctx, s), [&](const cpu::ConvDims& d, int64_t n0, int64_t) {
-    return cpu::onednn_conv2d_backprop_input_f32(d, w, dy + n0 * y_image, dx + n0 * x_image);
+    return cpu::onednn_conv2d_backprop_input_f32(d, w, dy + n0 * y_image, dx + n0 * x_image, bf16);
   });
 }
 
 // Band 0 writes dw, the others partial sums added after in band order, as the Eigen path
 // does: the result depends on the thread count but not on scheduling.
-bool conv_backprop_filter_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* dy, float* dw) {
+bool conv_backprop_filter_onednn(OpKernelContext& ctx, const ConvShape& s, const float* x, const float* dy, float* dw,
+                                 bool bf16) {
   const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o, size = s.kdim() * s.o;
   const int64_t bands = band_count(ctx, s);
   std::unique_ptr<float[]> partials = scratch<float>((bands - 1) * size);
   const bool ok = onednn_bands(ctx, s, bands, [&](const cpu::ConvDims& d, int64_t n0, int64_t b) {
     float* out = b == 0 ? dw : partials.get() + (b - 1) * size;
-    return cpu::onednn_conv2d_backprop_filter_f32(d, x + n0 * x_image, dy + n0 * y_image, out);
+    return cpu::onednn_conv2d_backprop_filter_f32(d, x + n0 * x_image, dy + n0 * y_image, out, bf16);
   });
   if (!ok) return false;
   for (int64_t b = 1; b < bands; ++b) {
@@ -345,7 +354,7 @@ class Conv2DKernel : public ConvBase {
     }
     if (x.dtype() == DType::f32) {
       const float* b = bias ? bias->data<float>() : nullptr;
-      if (!conv_forward_onednn(ctx, s, x.data<float>(), f.data<float>(), y.data<float>(), b, relu_))
+      if (!conv_forward_onednn(ctx, s, x.data<float>(), f.data<float>(), y.data<float>(), b, relu_, bf16_))
         conv_forward<float>(ctx, s, x.data<float>(), f.data<float>(), y.data<float>(), b, relu_);
     } else {
       conv_forward<double>(ctx, s, x.data<double>(), f.data<double>(), y.data<double>(),
@@ -371,7 +380,7 @@ class Conv2DBackpropInputKernel : public ConvBase {
     if (dx.num_elements() == 0) return;
     if (f.num_elements() == 0 || dy.num_elements() == 0) return zero(dx);
     if (x.dtype() == DType::f32) {
-      if (!conv_backprop_input_onednn(ctx, s, f.data<float>(), dy.data<float>(), dx.data<float>()))
+      if (!conv_backprop_input_onednn(ctx, s, f.data<float>(), dy.data<float>(), dx.data<float>(), bf16_))
         conv_backprop_input<float>(ctx, s, f.data<float>(), dy.data<float>(), dx.data<float>());
     } else conv_backprop_input<double>(ctx, s, f.data<double>(), dy.data<double>(), dx.data<double>());
   }
@@ -391,7 +400,7 @@ class Conv2DBackpropFilterKernel : public ConvBase {
     if (dw.num_elements() == 0) return;
     if (x.num_elements() == 0 || dy.num_elements() == 0) return zero(dw);
     if (x.dtype() == DType::f32) {
-      if (!conv_backprop_filter_onednn(ctx, s, x.data<float>(), dy.data<float>(), dw.data<float>()))
+      if (!conv_backprop_filter_onednn(ctx, s, x.data<float>(), dy.data<float>(), dw.data<float>(), bf16_))
         conv_backprop_filter<float>(ctx, s, x.data<float>(), dy.data<float>(), dw.data<float>());
     } else conv_backprop_filter<double>(ctx, s, x.data<double>(), dy.data<double>(), dw.data<double>());
   }

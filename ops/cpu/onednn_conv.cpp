@@ -47,10 +47,11 @@ struct Key {
   ConvDims d;
   Kind kind;
   bool bias = false, relu = false;  // the forward's post-ops
+  bool bf16 = false;                // operands rounded to bfloat16, sums in float32
   bool operator==(const Key& o) const {
     const ConvDims& a = d;
     const ConvDims& b = o.d;
-    return kind == o.kind && bias == o.bias && relu == o.relu && a.n == b.n && a.h == b.h && a.w == b.w &&
+    return kind == o.kind && bias == o.bias && relu == o.relu && bf16 == o.bf16 && a.n == b.n && a.h == b.h && a.w == b.w &&
            a.c == b.c && a.kh == b.kh && a.kw == b.kw && a.o == b.o && a.oh == b.oh && a.ow == b.ow && a.sh == b.sh &&
            a.sw == b.sw && a.pad_t == b.pad_t && a.pad_l == b.pad_l;
   }
@@ -61,7 +62,8 @@ struct KeyHash {
     const ConvDims& d = k.d;
     size_t h = 1469598103934665603ull;
     for (int64_t v : {d.n, d.h, d.w, d.c, d.kh, d.kw, d.o, d.oh, d.ow, d.sh, d.sw, d.pad_t, d.pad_l,
-                      static_cast<int64_t>(k.kind) | int64_t{k.bias} << 2 | int64_t{k.relu} << 3})
+                      static_cast<int64_t>(k.kind) | int64_t{k.bias} << 2 | int64_t{k.relu} << 3 |
+                          int64_t{k.bf16} << 4})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     return h;
   }
@@ -72,11 +74,17 @@ struct KeyHash {
 // use (5x5 filters of the CNN: 51K floats, a few us, against 3x faster convolutions than
 // its GEMM path on plain hwio). Immutable once made; callers bring their own scratchpad
 // (user mode) and filter buffer, so threads share it.
+//
+// In bfloat16 (Key::bf16) the primitive reads bfloat16 operands and writes float32: x and
+// dy are converted per call (x_in, dy_in: their bfloat16 descs, empty in float32) and the
+// filter's reorder converts as it blocks.
 struct Entry {
   dnnl::memory::desc x, w_user, w, y, bias, scratch;
+  dnnl::memory::desc x_in, dy_in;
   dnnl::primitive prim;
   dnnl::reorder w_reorder;  // hwio -> blocked (forward, input gradient) or back (filter
                             // gradient); empty when the primitive uses hwio itself
+  dnnl::reorder x_convert, dy_convert;  // float32 -> bfloat16, for x_in and dy_in
 };
 
 dnnl::engine& engine() {
@@ -87,6 +95,16 @@ dnnl::engine& engine() {
 constexpr size_t kMaxEntries = 256;
 std::mutex g_mu;
 std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> g_cache;
+
+// bfloat16 operands pay only where the processor multiplies them natively (AVX512-BF16,
+// AMX); oneDNN would emulate them elsewhere, slower than float32.
+bool native_bf16() {
+  static const bool yes = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return yes;
+}
 
 // oneDNN's reference implementations are plain loops, far slower than im2col + GEMM: a
 // shape that only they take stays on the Eigen path.
@@ -101,7 +119,14 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   e->x = dnnl::memory::desc({d.n, d.c, d.h, d.w}, dt::f32, tag::nhwc);
   e->w_user = dnnl::memory::desc({d.o, d.c, d.kh, d.kw}, dt::f32, tag::hwio);
   e->y = dnnl::memory::desc({d.n, d.o, d.oh, d.ow}, dt::f32, tag::nhwc);
-  const dnnl::memory::desc w_any({d.o, d.c, d.kh, d.kw}, dt::f32, tag::any);
+  // The operands the primitive reads: x (forward, filter gradient), the filter (forward,
+  // input gradient) and dy (both gradients); in bfloat16 when asked. What it writes, and
+  // the filter gradient, stay float32.
+  const dt operand = key.bf16 ? dt::bf16 : dt::f32;
+  const dnnl::memory::desc x_op({d.n, d.c, d.h, d.w}, operand, tag::nhwc);
+  const dnnl::memory::desc dy_op({d.n, d.o, d.oh, d.ow}, operand, tag::nhwc);
+  const dnnl::memory::desc w_any({d.o, d.c, d.kh, d.kw}, operand, tag::any);
+  const dnnl::memory::desc dw_any({d.o, d.c, d.kh, d.kw}, dt::f32, tag::any);
   // Padding after the last row/column: whatever makes the output size come out.
   const dnnl::memory::dims strides{d.sh, d.sw}, pad_l{d.pad_t, d.pad_l},
       pad_r{(d.oh - 1) * d.sh + d.kh - d.h - d.pad_t, (d.ow - 1) * d.sw + d.kw - d.w - d.pad_l};
@@ -121,18 +146,20 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     if (key.relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     attr.set_post_ops(ops);
   }
-  auto forward_pd = [&](dnnl::prop_kind prop, dnnl::algorithm alg, const dnnl::memory::desc& w) {
-    dnnl::convolution_forward::desc cd(prop, alg, e->x, w, e->y, strides, pad_l, pad_r);
+  auto forward_pd = [&](dnnl::prop_kind prop, dnnl::algorithm alg, const dnnl::memory::desc& w,
+                        const dnnl::memory::desc& y) {
+    dnnl::convolution_forward::desc cd(prop, alg, x_op, w, y, strides, pad_l, pad_r);
     return dnnl::convolution_forward::primitive_desc(cd, attr, engine());
   };
   if (kind == Kind::forward) {
     dnnl::convolution_forward::primitive_desc pd;
     try {
       // The direct JIT kernels with the filter layout of their choice...
-      pd = forward_pd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, w_any);
+      pd = forward_pd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, w_any, e->y);
     } catch (const dnnl::error&) {
-      // ...or whatever takes the filter as it is (its GEMM path).
-      pd = forward_pd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_auto, e->w_user);
+      // ...or whatever takes the filter as it is (its GEMM path; float32 only).
+      if (key.bf16) return nullptr;
+      pd = forward_pd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_auto, e->w_user, e->y);
     }
     if (is_reference(pd.impl_info_str())) return nullptr;
     e->w = pd.weights_desc();
@@ -140,9 +167,9 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     e->prim = dnnl::convolution_forward(pd);
   } else {
     // Backward primitives take the forward one they mirror as a hint (direct kernels only).
-    auto hint = forward_pd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, w_any);
+    auto hint = forward_pd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, w_any, dy_op);
     if (kind == Kind::backprop_input) {
-      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, e->x, w_any, e->y, strides, pad_l,
+      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, e->x, w_any, dy_op, strides, pad_l,
                                                pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(bd, attr, engine(), hint);
       if (is_reference(pd.impl_info_str())) return nullptr;
@@ -150,13 +177,23 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
       e->scratch = pd.scratchpad_desc();
       e->prim = dnnl::convolution_backward_data(pd);
     } else {
-      dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, e->x, w_any, e->y, strides,
+      dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, x_op, dw_any, dy_op, strides,
                                                   pad_l, pad_r);
       dnnl::convolution_backward_weights::primitive_desc pd(bd, attr, engine(), hint);
       if (is_reference(pd.impl_info_str())) return nullptr;
       e->w = pd.diff_weights_desc();
       e->scratch = pd.scratchpad_desc();
       e->prim = dnnl::convolution_backward_weights(pd);
+    }
+  }
+  if (key.bf16) {
+    if (kind != Kind::backprop_input) {
+      e->x_in = x_op;
+      e->x_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->x, engine(), x_op));
+    }
+    if (kind != Kind::forward) {
+      e->dy_in = dy_op;
+      e->dy_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->y, engine(), dy_op));
     }
   }
   if (e->w != e->w_user) {
@@ -184,7 +221,8 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 // (x and w; w and dy; x and dy), `out` its output (y; dx; dw), all in our layouts. The
 // forward adds `bias` (per output channel) when given, then applies relu when asked.
 bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* out, const float* bias = nullptr,
-         bool relu = false) {
+         bool relu = false, bool bf16 = false) {
+  if (bf16 && !native_bf16()) return false;
   if (d.n <= 0 || d.oh <= 0 || d.ow <= 0 || d.c <= 0 || d.o <= 0) return false;
   // Negative trailing padding (VALID with a stride that leaves input unread) is left to
   // the Eigen path.
@@ -194,7 +232,7 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   std::shared_ptr<const Entry> e;
   try {
-    e = lookup(Key{d, kind, bias != nullptr, relu});
+    e = lookup(Key{d, kind, bias != nullptr, relu, bf16});
   } catch (const dnnl::error&) {
     return false;
   }
@@ -211,19 +249,38 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
   dnnl::memory user = mem(e->w_user, filter_user);
   dnnl::memory filter = user;
   if (e->w_reorder) {
-    const size_t floats = (e->w.get_size() + sizeof(float) - 1) / sizeof(float);
+    const size_t floats = (e->w.get_size() + sizeof(float) - 1) / sizeof(float) + 1;
     if (blocked.size() < floats) blocked.resize(floats);
     filter = mem(e->w, blocked.data());
     if (kind != Kind::backprop_filter) e->w_reorder.execute(stream, user, filter);
   }
+  // x and dy as the primitive reads them: as they are, or converted to bfloat16.
+  thread_local std::vector<uint16_t> x_in, dy_in;
+  auto operand = [&](const dnnl::memory::desc& user, const float* p, const dnnl::memory::desc& in,
+                     const dnnl::reorder& convert, std::vector<uint16_t>& buf) {
+    dnnl::memory m = mem(user, p);
+    if (!convert) return m;
+    const size_t halves = in.get_size() / sizeof(uint16_t) + 1;
+    if (buf.size() < halves) buf.resize(halves);
+    dnnl::memory c(in, eng, buf.data());
+    convert.execute(stream, m, c);
+    return c;
+  };
   std::unordered_map<int, dnnl::memory> args;
   if (kind == Kind::forward) {
-    args = {{DNNL_ARG_SRC, mem(e->x, a)}, {DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DST, mem(e->y, out)}};
+    args = {{DNNL_ARG_SRC, operand(e->x, a, e->x_in, e->x_convert, x_in)},
+            {DNNL_ARG_WEIGHTS, filter},
+            {DNNL_ARG_DST, mem(e->y, out)}};
     if (bias) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mem(e->bias, bias));
-  } else if (kind == Kind::backprop_input)
-    args = {{DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DIFF_DST, mem(e->y, b)}, {DNNL_ARG_DIFF_SRC, mem(e->x, out)}};
-  else
-    args = {{DNNL_ARG_SRC, mem(e->x, a)}, {DNNL_ARG_DIFF_DST, mem(e->y, b)}, {DNNL_ARG_DIFF_WEIGHTS, filter}};
+  } else if (kind == Kind::backprop_input) {
+    args = {{DNNL_ARG_WEIGHTS, filter},
+            {DNNL_ARG_DIFF_DST, operand(e->y, b, e->dy_in, e->dy_convert, dy_in)},
+            {DNNL_ARG_DIFF_SRC, mem(e->x, out)}};
+  } else {
+    args = {{DNNL_ARG_SRC, operand(e->x, a, e->x_in, e->x_convert, x_in)},
+            {DNNL_ARG_DIFF_DST, operand(e->y, b, e->dy_in, e->dy_convert, dy_in)},
+            {DNNL_ARG_DIFF_WEIGHTS, filter}};
+  }
   if (bytes) args.emplace(DNNL_ARG_SCRATCHPAD, mem(e->scratch, reinterpret_cast<const float*>(scratch.data())));
   e->prim.execute(stream, args);
   if (e->w_reorder && kind == Kind::backprop_filter) e->w_reorder.execute(stream, filter, user);
@@ -233,22 +290,25 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
 
 }  // namespace
 
-bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y, const float* bias, bool relu) {
-  return run(d, Kind::forward, x, w, y, bias, relu);
+bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y, const float* bias, bool relu,
+                       bool bf16) {
+  return run(d, Kind::forward, x, w, y, bias, relu, bf16);
 }
-bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const float* dy, float* dx) {
-  return run(d, Kind::backprop_input, w, dy, dx);
+bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const float* dy, float* dx, bool bf16) {
+  return run(d, Kind::backprop_input, w, dy, dx, nullptr, false, bf16);
 }
-bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const float* dy, float* dw) {
-  return run(d, Kind::backprop_filter, x, dy, dw);
+bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const float* dy, float* dw, bool bf16) {
+  return run(d, Kind::backprop_filter, x, dy, dw, nullptr, false, bf16);
 }
+bool onednn_bf16_available() { return native_bf16(); }
 
 #else  // no oneDNN
 
 bool prefer_onednn_conv() { return false; }
-bool onednn_conv2d_f32(const ConvDims&, const float*, const float*, float*, const float*, bool) { return false; }
-bool onednn_conv2d_backprop_input_f32(const ConvDims&, const float*, const float*, float*) { return false; }
-bool onednn_conv2d_backprop_filter_f32(const ConvDims&, const float*, const float*, float*) { return false; }
+bool onednn_conv2d_f32(const ConvDims&, const float*, const float*, float*, const float*, bool, bool) { return false; }
+bool onednn_conv2d_backprop_input_f32(const ConvDims&, const float*, const float*, float*, bool) { return false; }
+bool onednn_conv2d_backprop_filter_f32(const ConvDims&, const float*, const float*, float*, bool) { return false; }
+bool onednn_bf16_available() { return false; }
 
 #endif
 

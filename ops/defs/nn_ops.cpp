@@ -288,6 +288,7 @@ Status dropout_shape(ShapeContext& c) {
 }  // namespace
 
 AF_REGISTER_OP("Conv2D")
+    .optional_attr("compute_type")
     .inputs(2)
     .attr("strides", AttrValue::Ints{1, 1})
     .required_attr("padding")
@@ -297,6 +298,7 @@ AF_REGISTER_OP("Conv2D")
 // (actors/src/graph_passes.cpp) after autodiff has run, so it has no gradient; CPU kernel
 // only (ops/cpu/conv_kernels.cpp), so the pass leaves graphs placed on a GPU alone.
 AF_REGISTER_OP("_FusedConv2D")
+    .optional_attr("compute_type")
     .inputs(3)
     .attr("strides", AttrValue::Ints{1, 1})
     .required_attr("padding")
@@ -304,12 +306,14 @@ AF_REGISTER_OP("_FusedConv2D")
     .expensive()
     .shape_fn(fused_conv2d_shape);
 AF_REGISTER_OP("Conv2DBackpropInput")
+    .optional_attr("compute_type")
     .inputs(3)
     .attr("strides", AttrValue::Ints{1, 1})
     .required_attr("padding")
     .expensive()
     .shape_fn([](ShapeContext& c) { return conv_backprop_shape(c, 0); });
 AF_REGISTER_OP("Conv2DBackpropFilter")
+    .optional_attr("compute_type")
     .inputs(3)
     .attr("strides", AttrValue::Ints{1, 1})
     .required_attr("padding")

@@ -129,6 +129,11 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
   app.add_option("--device", f.device, "cpu|gpu: gpu trains the model on /gpu:0 (ops without a GPU kernel stay on the CPU)")
       ->check(one_of({"cpu", "gpu"}, "a device"))
       ->capture_default_str();
+  app.add_option("--compute_type", f.compute_type,
+                 "float32|bfloat16: bfloat16 multiplies the convolutions' operands in bfloat16 with float32 sums, "
+                 "on processors with AVX512-BF16 or AMX (elsewhere float32); variables and outputs stay float32")
+      ->check(one_of({"float32", "bfloat16"}, "a compute type"))
+      ->capture_default_str();
   // Distributed training: one process per task, as the seeds start them.
   app.add_option("--ps_hosts", f.ps_hosts, "the cluster's ps tasks, host:port,...");
   app.add_option("--worker_hosts", f.worker_hosts, "the cluster's worker tasks, host:port,... (worker 0 is the chief)");
@@ -233,6 +238,8 @@ Flags parse_flags(int argc, char** argv, const FlagSpec& spec, const Flags& defa
     (r.exit_code == 0 ? std::cout : std::cerr) << r.message << std::flush;
     std::exit(r.exit_code);
   }
+  // Only fashion_mnist's CNN has convolutions, the ops a compute type applies to.
+  if (spec.program != "fashion_mnist") reject_flags(r.flags, {"--compute_type"}, "to " + spec.program);
   return r.flags;
 }
 

@@ -2,6 +2,8 @@
 
 #include "datasets.h"
 
+#include <optional>
+
 namespace kit {
 
 namespace af = actorflow;
@@ -20,6 +22,8 @@ af::Output mlp_layers(af::Output h, const Flags& f, const af::Output& training) 
 
 Model fashion_mnist_model(af::Graph& g, const Flags& f) {
   Model m;
+  std::optional<af::ComputeTypeScope> mixed;
+  if (f.compute_type != "float32") mixed.emplace(g, f.compute_type);
   m.x = af::placeholder(g, af::f32, {-1, 784}, "x");
   m.y = af::placeholder(g, af::i64, {-1}, "y");
   m.training = af::placeholder_with_default(af::constant(g, af::Tensor::scalar(false)), af::Shape{}, "training");
@@ -62,7 +66,8 @@ Flags fashion_mnist_defaults() {
 std::vector<std::string> fashion_mnist_unused_flags(const std::string& model) {
   // The CNN's layers are fixed and it always has its dropout.
   if (model == "cnn") return {"--model_network", "--enable_bn", "--enable_dropout"};
-  return {};
+  // The MLP has no convolution: nothing of it would multiply in another type.
+  return {"--compute_type"};
 }
 
 }  // namespace kit

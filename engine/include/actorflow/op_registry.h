@@ -51,6 +51,9 @@ struct OpDef {
   bool expensive = false; // a hint for the runtime: run on the device pool
   std::map<std::string, AttrValue> default_attrs;
   std::vector<std::string> required_attrs;
+  // Attributes a node may carry without a default (absent: the op's usual behaviour),
+  // e.g. compute_type, set by ComputeTypeScope (graph.h).
+  std::vector<std::string> optional_attrs;
   ShapeFn shape_fn;
   std::shared_ptr<GradFnHolder> grad;
 };
@@ -75,6 +78,7 @@ class OpDefBuilder {
   OpDefBuilder& outputs(int n) { def_.num_outputs = n; return *this; }
   OpDefBuilder& attr(const std::string& key, AttrValue dflt) { def_.default_attrs[key] = std::move(dflt); return *this; }
   OpDefBuilder& required_attr(const std::string& key) { def_.required_attrs.push_back(key); return *this; }
+  OpDefBuilder& optional_attr(const std::string& key) { def_.optional_attrs.push_back(key); return *this; }
   OpDefBuilder& stateful() { def_.stateful = true; return *this; }
   OpDefBuilder& expensive() { def_.expensive = true; return *this; }
   OpDefBuilder& shape_fn(ShapeFn fn) { def_.shape_fn = std::move(fn); return *this; }

@@ -184,6 +184,8 @@ const std::string& Graph::current_device() const {
 }
 void Graph::push_control_dependencies(std::vector<Operation> deps) { control_scopes_.push_back(std::move(deps)); }
 void Graph::pop_control_dependencies() { control_scopes_.pop_back(); }
+void Graph::push_compute_type(const std::string& t) { compute_types_.push_back(t); }
+void Graph::pop_compute_type() { compute_types_.pop_back(); }
 
 std::string Graph::peek_unique_name(const std::string& base) const {
   auto it = name_counts_.find(base);
@@ -302,6 +304,11 @@ Result<Operation> Graph::add_node(NodeSpec spec) {
   std::string base = current_name_scope() + (spec.name.empty() ? spec.op : spec.name);
   node->device = current_device();
   node->attrs = std::move(spec.attrs);
+  // A ComputeTypeScope's type goes to the ops that take one, unless the spec names its own.
+  if (!compute_types_.empty() && !node->attrs.count("compute_type"))
+    if (const OpDef* def = OpRegistry::global().find(node->op);
+        def && std::find(def->optional_attrs.begin(), def->optional_attrs.end(), "compute_type") != def->optional_attrs.end())
+      node->attrs["compute_type"] = AttrValue(compute_types_.back());
   for (const Output& in : spec.inputs) {
     if (!in.valid())
       return invalid_argument(spec.op + " '" + base + "': input " + std::to_string(node->inputs.size()) +

@@ -1,0 +1,109 @@
+// Mixed precision (ComputeTypeScope, graph.h): which nodes a scope marks, the gradients
+// inheriting the mark, the bfloat16 convolutions against float32 ones, and a bad type.
+#include <cmath>
+#include <optional>
+#include <random>
+
+#include "../../ops/cpu/onednn_conv.h"
+#include "test_util.h"
+
+namespace af = actorflow;
+
+namespace {
+
+af::Tensor random_tensor(af::Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(static_cast<size_t>(shape.num_elements()));
+  for (auto& x : v) x = u(rng);
+  return af::Tensor::from_vector(v, shape);
+}
+
+// ||a - b|| / ||b|| over all elements.
+double relative_error(const af::Tensor& a, const af::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    const double d = double(a.data<float>()[i]) - double(b.data<float>()[i]);
+    num += d * d;
+    den += double(b.data<float>()[i]) * double(b.data<float>()[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+// y = conv2d(x, w) and the gradients of sum(y * r) with respect to x and w, under `type`
+// ("" for no scope).
+std::vector<af::Tensor> conv_and_gradients(const std::string& type) {
+  af::Graph g;
+  const af::Tensor xv = random_tensor({8, 14, 14, 32}, 1), wv = random_tensor({5, 5, 32, 64}, 2);
+  const af::Tensor rv = random_tensor({8, 14, 14, 64}, 3);
+  af::Output x = af::constant(g, xv), w = af::constant(g, wv), r = af::constant(g, rv);
+  af::Output y;
+  {
+    std::optional<af::ComputeTypeScope> scope;
+    if (!type.empty()) scope.emplace(g, type);
+    y = af::conv2d(x, w, {1, 1}, "SAME");
+  }
+  auto grads = af::gradients({af::reduce_sum(af::mul(y, r))}, {x, w});
+  return aft::eval(g, {y, grads[0], grads[1]});
+}
+
+}  // namespace
+
+TEST_CASE("compute_type: a scope marks the ops that take a compute type, and Conv2D's gradients inherit it") {
+  af::Graph g;
+  af::Output x = af::placeholder(g, af::f32, {2, 8, 8, 3}, "x");
+  af::Output w = af::constant(g, random_tensor({3, 3, 3, 4}, 4));
+  af::Output y, z;
+  {
+    af::ComputeTypeScope scope(g, "bfloat16");
+    y = af::conv2d(x, w, {1, 1}, "SAME");
+    z = af::relu(y);
+  }
+  af::Output plain = af::conv2d(x, w, {1, 1}, "SAME");
+  CHECK(y.node().attr_string("compute_type") == "bfloat16");
+  CHECK_FALSE(z.node().has_attr("compute_type"));      // Relu takes none
+  CHECK_FALSE(plain.node().has_attr("compute_type"));  // made outside the scope
+  auto grads = af::gradients({af::reduce_sum(z)}, {x, w});
+  CHECK(grads[0].node().op == "Conv2DBackpropInput");
+  CHECK(grads[0].node().attr_string("compute_type") == "bfloat16");
+  CHECK(grads[1].node().op == "Conv2DBackpropFilter");
+  CHECK(grads[1].node().attr_string("compute_type") == "bfloat16");
+}
+
+TEST_CASE("compute_type: bfloat16 Conv2D and its gradients are within bfloat16's rounding of float32") {
+  const auto f32 = conv_and_gradients("");
+  const auto bf16 = conv_and_gradients("bfloat16");
+  const auto f32_named = conv_and_gradients("float32");
+  const char* what[] = {"y", "dx", "dw"};
+  for (size_t i = 0; i < f32.size(); ++i) {
+    INFO(what[i]);
+    CHECK(f32_named[i].equals(f32[i]));  // float32 named is the default
+    const double err = relative_error(bf16[i], f32[i]);
+    if (actorflow::cpu::onednn_bf16_available()) {
+      // Operands with 8 significant bits, sums of 800 products in float32.
+      CHECK(err < 1e-2);
+      CHECK(err > 1e-5);  // the bfloat16 kernels did run
+    } else {
+      MESSAGE("no native bfloat16 on this processor: the kernels compute in float32");
+      CHECK(bf16[i].equals(f32[i]));
+    }
+  }
+}
+
+TEST_CASE("compute_type: a type the kernels do not know fails the node by name") {
+  af::Graph g;
+  af::NodeSpec spec;
+  spec.op = "Conv2D";
+  spec.name = "half_conv";
+  spec.inputs = {af::constant(g, random_tensor({1, 4, 4, 2}, 5)), af::constant(g, random_tensor({2, 2, 2, 3}, 6))};
+  spec.attrs = {{"padding", std::string("SAME")}, {"compute_type", std::string("float16")}};
+  auto op = g.add_node(std::move(spec));
+  REQUIRE(op.ok());
+  auto sess = af::Session::create(g);
+  REQUIRE(sess.ok());
+  auto out = sess->run({af::Output(&g, op->node_id(), 0)});
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.status().message().find("half_conv") != std::string::npos);
+  CHECK(out.status().message().find("compute_type") != std::string::npos);
+}
