@@ -11,6 +11,9 @@ without decay, batch 64 per worker) on 2 and 4 workers:
 * PyTorch DDP, gloo backend (bench/python/collective_training.py --framework torch);
 * TensorFlow's MultiWorkerMirroredStrategy, ring (the same script, --framework tf);
   each peer runs 50 untimed steps per worker, then times the rest.
+* the CNN once more with its convolutions in bfloat16 on every side (ours
+  `--compute_type bfloat16`; the peers cast each convolution's operands, collective_training.py
+  --compute_type bfloat16), float32 elsewhere;
 * and, as an internal row, our ps mode on the same workers (one more process, the ps:
   `scripts/local_cluster --ps 1 --workers n`, async), MLP only.
 
@@ -36,7 +39,7 @@ WARMUP = 50  # our RESULT's steady figure leaves out 50 global steps; the peers 
 STEPS = {"mlp": 300, "cnn": 80}  # global steps of ours (the peers: STEPS - WARMUP timed)
 
 
-def _ours(sample, model, n, threads, work, log):
+def _ours(sample, model, n, threads, work, log, compute_type="float32"):
     """The chief's steady examples/s of n workers, and its RESULT."""
     for attempt in range(3):  # another process may take a port between picking and binding
         ports = free_ports(n)
@@ -47,6 +50,8 @@ def _ours(sample, model, n, threads, work, log):
                  "--worker_hosts=" + hosts, "--checkpoint_path", work + "/ckpt", "--output_path", work + "/tb"]
         if model == "mlp":
             flags += ["--model_network", "256 128"]
+        if compute_type != "float32":
+            flags += ["--compute_type", compute_type]
         env = dict(os.environ)
         env.setdefault("ACTORFLOW_TOKEN", "bench-allreduce-token-%d" % os.getpid())
         procs = []
@@ -76,10 +81,10 @@ def _ours(sample, model, n, threads, work, log):
     raise RuntimeError("no free ports")
 
 
-def _peer(python, framework, model, n, threads, log):
+def _peer(python, framework, model, n, threads, log, compute_type="float32"):
     out = _run([python, os.path.join(HERE, "collective_training.py"), "--framework", framework, "--model", model,
                 "--workers", str(n), "--warmup", str(WARMUP), "--steps", str(STEPS[model] - WARMUP),
-                "--threads", str(threads), "--data_dir", DATA_DIR], timeout=900, log=log)
+                "--threads", str(threads), "--data_dir", DATA_DIR, "--compute_type", compute_type], timeout=900, log=log)
     lines = [x for x in out.splitlines() if x.startswith('{"ok"')]
     r = json.loads(lines[-1]) if lines else {"ok": False, "error": "no result line"}
     if not r.get("ok"):
@@ -104,19 +109,22 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
     log = open(os.path.join(build, "bench", "allreduce_training.log"), "w")
     results = []
     try:
-        for model in ("mlp", "cnn"):
+        # The CNN also with its convolutions in bfloat16 on every side (--compute_type).
+        for model, ctype in (("mlp", "float32"), ("cnn", "float32"), ("cnn", "bfloat16")):
+            label = model if ctype == "float32" else model + " bf16 convs"
             for n in (2, 4):
                 ours, torch_r, tf_r, ps_r, versions, wires = [], [], [], [], {}, []
                 for k in range(rounds):
-                    rate, r = _ours(sample, model, n, threads, os.path.join(work, "%s%d_%d" % (model, n, k)), log)
+                    rate, r = _ours(sample, model, n, threads, os.path.join(work, "%s%s%d_%d" % (model, ctype, n, k)), log,
+                                    ctype)
                     ours.append(rate)
                     wires.append((float(r.get("wire_bytes_per_step", 0)), int(r.get("model_bytes", 0))))
                     for framework, vals in (("torch", torch_r), ("tf", tf_r)):
                         try:
-                            v, versions[framework] = _peer(python, framework, model, n, threads, log)
+                            v, versions[framework] = _peer(python, framework, model, n, threads, log, ctype)
                             vals.append(v)
                         except RuntimeError as e:
-                            say("allreduce_training: %s %s %d workers: %s" % (framework, model, n, e))
+                            say("allreduce_training: %s %s %d workers: %s" % (framework, label, n, e))
                     if model == "mlp":
                         d = os.path.join(work, "ps%d_%d" % (n, k))
                         out = _run([os.path.join(ROOT, "scripts", "local_cluster"), "--ps", "1", "--workers", str(n),
@@ -130,10 +138,10 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
                 med = statistics.median(ours)
                 w, mb = wires[-1]
                 say("# allreduce_training %s, %d workers: ours %s ex/s; chief's wire bytes per step %.0f = %.3f x the "
-                    "model (%d B; a ring's bound 2 (n - 1) / n = %.3f)" % (model, n, "/".join(fmt(x) for x in ours), w,
+                    "model (%d B; a ring's bound 2 (n - 1) / n = %.3f)" % (label, n, "/".join(fmt(x) for x in ours), w,
                                                                           w / mb if mb else 0, mb, 2 * (n - 1) / n))
-                rows = (("pytorch ddp gloo, %s, %d workers" % (model, n), torch_r, versions.get("torch", ""), False),
-                        ("tensorflow multiworkermirrored, %s, %d workers" % (model, n), tf_r, versions.get("tf", ""), False),
+                rows = (("pytorch ddp gloo, %s, %d workers" % (label, n), torch_r, versions.get("torch", ""), False),
+                        ("tensorflow multiworkermirrored, %s, %d workers" % (label, n), tf_r, versions.get("tf", ""), False),
                         ("ours ps mode (1 ps + %d async workers), mlp" % n, ps_r, "scripts/local_cluster", True))
                 for peer_name, vals, desc, internal in rows:
                     if not vals:
@@ -144,7 +152,7 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
                     results.append({"case": "allreduce_training", "ours": med, "peer": peer, "unit": "ex/s", "ratio": ratio,
                                     "peer_name": peer_name, "timestamp": stamp, "higher_is_better": True,
                                     "ours_speedup": ratio, "work": "examples/s, %d workers, Fashion-MNIST %s, batch 64 "
-                                    "per worker, Adam" % (n, model),
+                                    "per worker, Adam" % (n, label),
                                     "ours_threads": "--threads %d per worker" % threads, "peer_threads": desc,
                                     "ours_samples": ours, "peer_samples": vals, "pairs": rounds, "warmup_pairs": 0,
                                     "internal": internal, "load_before": load_case})

@@ -2,7 +2,7 @@
 all-reduce per step, PyTorch DDP (gloo backend) or TensorFlow's MultiWorkerMirroredStrategy.
 
     collective_training.py --framework torch|tf [--model mlp|cnn] [--workers 2] [--steps 200]
-                           [--warmup 20] [--threads 2] [--batch 64]
+                           [--warmup 20] [--threads 2] [--batch 64] [--compute_type float32|bfloat16]
                            [--data_dir /usr/share/datasets/fashion-mnist]
 
 Starts the workers as separate processes on loopback free ports. Each builds the model of
@@ -18,6 +18,12 @@ trains on its own shard of the training set (worker i of n takes every n-th exam
   `strategy.run` whose gradients are all-reduced in one batched collective and applied by
   Adam on each replica (what tf.keras 2's optimizers did; Keras 3's `model.fit` takes no
   tf.distribute strategy), intra/inter-op --threads.
+
+With --compute_type bfloat16 the convolutions multiply in bfloat16 and everything else stays
+float32, as `samples/fashion_mnist --compute_type bfloat16` does: each convolution's input and
+filter are cast to bfloat16 and its output back to float32 (torch: the conv under
+`torch.autocast("cpu", torch.bfloat16)`; tf: `tf.cast` around `tf.nn.conv2d`). Both run
+oneDNN's bfloat16 kernels on processors that have them.
 
 Each worker runs --warmup steps, waits until every worker has (a barrier through this
 script), then times --steps steps. One JSON line on stdout: the total examples per second
@@ -52,8 +58,23 @@ def torch_worker(args, i, n, x_shard, y_shard):
         model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
         shape = (-1, 784)
     else:
-        model = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        def conv(c_in, c_out):
+            layer = nn.Conv2d(c_in, c_out, 5, padding=2)
+            if args.compute_type == "float32":
+                return layer
+
+            class Bf16Conv(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = layer
+
+                def forward(self, x):
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        return self.conv(x).float()
+            return Bf16Conv()
+
+        model = nn.Sequential(conv(1, 32), nn.ReLU(), nn.MaxPool2d(2),
+                              conv(32, 64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                               nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Dropout(0.5), nn.Linear(1024, 10))
         shape = (-1, 1, 28, 28)
     ddp = nn.parallel.DistributedDataParallel(model)
@@ -106,14 +127,19 @@ def tf_worker(args, i, n, x_shard, y_shard):
         slots = [(tf.Variable(tf.zeros_like(p)), tf.Variable(tf.zeros_like(p))) for p in params]
         t = tf.Variable(0.0)
 
+    def conv2d(h, w):
+        if args.compute_type == "float32":
+            return tf.nn.conv2d(h, w, 1, "SAME")
+        return tf.cast(tf.nn.conv2d(tf.cast(h, tf.bfloat16), tf.cast(w, tf.bfloat16), 1, "SAME"), tf.float32)
+
     def forward(x, training):
         if args.model == "mlp":
             h = tf.nn.relu(x @ params[0] + params[1])
             h = tf.nn.relu(h @ params[2] + params[3])
             return h @ params[4] + params[5]
         h = tf.reshape(x, [-1, 28, 28, 1])
-        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, params[0], 1, "SAME") + params[1]), 2, 2, "SAME")
-        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, params[2], 1, "SAME") + params[3]), 2, 2, "SAME")
+        h = tf.nn.max_pool2d(tf.nn.relu(conv2d(h, params[0]) + params[1]), 2, 2, "SAME")
+        h = tf.nn.max_pool2d(tf.nn.relu(conv2d(h, params[2]) + params[3]), 2, 2, "SAME")
         h = tf.nn.relu(tf.reshape(h, [-1, 7 * 7 * 64]) @ params[4] + params[5])
         if training:
             h = tf.nn.dropout(h, 0.5)
@@ -177,7 +203,7 @@ def launch(args):
     common = [sys.executable, os.path.abspath(__file__), "--framework", args.framework, "--model", args.model,
               "--worker_hosts", ",".join("127.0.0.1:%d" % p for p in ports[1:]), "--port", str(ports[0]),
               "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
-              "--batch", str(args.batch), "--data_dir", args.data_dir]
+              "--batch", str(args.batch), "--data_dir", args.data_dir, "--compute_type", args.compute_type]
     workers = []
     try:
         for i in range(args.workers):
@@ -233,6 +259,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps per worker first")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--compute_type", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--worker_hosts", default="")
