@@ -234,8 +234,10 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
   try {
     e = lookup(Key{d, kind, bias != nullptr, relu, bf16});
   } catch (const dnnl::error&) {
-    return false;
+    e = nullptr;
   }
+  // A shape oneDNN has no bfloat16 kernel for (one input channel, say) runs in float32.
+  if (!e && bf16) return run(d, kind, a, b, out, bias, relu, false);
   if (!e) return false;
   thread_local dnnl::stream stream(engine());
   thread_local std::vector<char> scratch;
