@@ -11,8 +11,8 @@ without decay, batch 64 per worker) on 2 and 4 workers:
 * PyTorch DDP, gloo backend (bench/python/collective_training.py --framework torch);
 * TensorFlow's MultiWorkerMirroredStrategy, ring (the same script, --framework tf);
   each peer runs 50 untimed steps per worker, then times the rest.
-* the CNN once more with its convolutions in bfloat16 on every side (ours
-  `--compute_type bfloat16`; the peers cast each convolution's operands, collective_training.py
+* the CNN once more with its convolutions and matrix products in bfloat16 on every side (ours
+  `--compute_type bfloat16`; the peers cast each one's operands, collective_training.py
   --compute_type bfloat16), float32 elsewhere;
 * and, as an internal row, our ps mode on the same workers (one more process, the ps:
   `scripts/local_cluster --ps 1 --workers n`, async), MLP only.
@@ -109,9 +109,9 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
     log = open(os.path.join(build, "bench", "allreduce_training.log"), "w")
     results = []
     try:
-        # The CNN also with its convolutions in bfloat16 on every side (--compute_type).
+        # The CNN also with its convolutions and products in bfloat16 on every side (--compute_type).
         for model, ctype in (("mlp", "float32"), ("cnn", "float32"), ("cnn", "bfloat16")):
-            label = model if ctype == "float32" else model + " bf16 convs"
+            label = model if ctype == "float32" else model + " bf16"
             for n in (2, 4):
                 ours, torch_r, tf_r, ps_r, versions, wires = [], [], [], [], {}, []
                 for k in range(rounds):

@@ -19,11 +19,11 @@ trains on its own shard of the training set (worker i of n takes every n-th exam
   Adam on each replica (what tf.keras 2's optimizers did; Keras 3's `model.fit` takes no
   tf.distribute strategy), intra/inter-op --threads.
 
-With --compute_type bfloat16 the convolutions multiply in bfloat16 and everything else stays
-float32, as `samples/fashion_mnist --compute_type bfloat16` does: each convolution's input and
-filter are cast to bfloat16 and its output back to float32 (torch: the conv under
-`torch.autocast("cpu", torch.bfloat16)`; tf: `tf.cast` around `tf.nn.conv2d`). Both run
-oneDNN's bfloat16 kernels on processors that have them.
+With --compute_type bfloat16 the convolutions and matrix products multiply in bfloat16 and
+everything else stays float32, as `samples/fashion_mnist --compute_type bfloat16` does: each
+one's operands are cast to bfloat16 and its output back to float32 (torch: each Conv2d and
+Linear under `torch.autocast("cpu", torch.bfloat16)`; tf: `tf.cast` around `tf.nn.conv2d`
+and the matmuls). Both run oneDNN's bfloat16 kernels on processors that have them.
 
 Each worker runs --warmup steps, waits until every worker has (a barrier through this
 script), then times --steps steps. One JSON line on stdout: the total examples per second
@@ -58,24 +58,24 @@ def torch_worker(args, i, n, x_shard, y_shard):
         model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
         shape = (-1, 784)
     else:
-        def conv(c_in, c_out):
-            layer = nn.Conv2d(c_in, c_out, 5, padding=2)
+        def mixed(layer):
             if args.compute_type == "float32":
                 return layer
 
-            class Bf16Conv(nn.Module):
+            class Bf16(nn.Module):
                 def __init__(self):
                     super().__init__()
-                    self.conv = layer
+                    self.layer = layer
 
                 def forward(self, x):
                     with torch.autocast("cpu", dtype=torch.bfloat16):
-                        return self.conv(x).float()
-            return Bf16Conv()
+                        return self.layer(x).float()
+            return Bf16()
 
-        model = nn.Sequential(conv(1, 32), nn.ReLU(), nn.MaxPool2d(2),
-                              conv(32, 64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                              nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Dropout(0.5), nn.Linear(1024, 10))
+        model = nn.Sequential(mixed(nn.Conv2d(1, 32, 5, padding=2)), nn.ReLU(), nn.MaxPool2d(2),
+                              mixed(nn.Conv2d(32, 64, 5, padding=2)), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                              mixed(nn.Linear(7 * 7 * 64, 1024)), nn.ReLU(), nn.Dropout(0.5),
+                              mixed(nn.Linear(1024, 10)))
         shape = (-1, 1, 28, 28)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
@@ -132,6 +132,11 @@ def tf_worker(args, i, n, x_shard, y_shard):
             return tf.nn.conv2d(h, w, 1, "SAME")
         return tf.cast(tf.nn.conv2d(tf.cast(h, tf.bfloat16), tf.cast(w, tf.bfloat16), 1, "SAME"), tf.float32)
 
+    def mm(h, w):
+        if args.compute_type == "float32":
+            return h @ w
+        return tf.cast(tf.cast(h, tf.bfloat16) @ tf.cast(w, tf.bfloat16), tf.float32)
+
     def forward(x, training):
         if args.model == "mlp":
             h = tf.nn.relu(x @ params[0] + params[1])
@@ -140,10 +145,10 @@ def tf_worker(args, i, n, x_shard, y_shard):
         h = tf.reshape(x, [-1, 28, 28, 1])
         h = tf.nn.max_pool2d(tf.nn.relu(conv2d(h, params[0]) + params[1]), 2, 2, "SAME")
         h = tf.nn.max_pool2d(tf.nn.relu(conv2d(h, params[2]) + params[3]), 2, 2, "SAME")
-        h = tf.nn.relu(tf.reshape(h, [-1, 7 * 7 * 64]) @ params[4] + params[5])
+        h = tf.nn.relu(mm(tf.reshape(h, [-1, 7 * 7 * 64]), params[4]) + params[5])
         if training:
             h = tf.nn.dropout(h, 0.5)
-        return h @ params[6] + params[7]
+        return mm(h, params[6]) + params[7]
 
     def adam(v, g, m, s, step):
         m.assign(0.9 * m + 0.1 * g)

@@ -38,6 +38,12 @@ class FusedMatMulKernel : public OpKernel {
     mm.device = n.device;
     mm.attrs["transpose_a"] = AttrValue(ta_);
     mm.attrs["transpose_b"] = AttrValue(tb_);
+    if (const AttrValue* t = n.find_attr("compute_type")) {
+      mm.attrs["compute_type"] = *t;
+      bf16_ = t->is<std::string>() && t->get<std::string>() == "bfloat16";
+      // Any other type but float32 is MatMul's kernel's to refuse, by name.
+      known_type_ = bf16_ || (t->is<std::string>() && t->get<std::string>() == "float32");
+    }
     mm.inputs.assign(n.inputs.begin(), n.inputs.begin() + std::min<size_t>(2, n.inputs.size()));
     mm.output_dtypes = n.output_dtypes;
     mm.output_shapes = n.output_shapes;
@@ -70,7 +76,7 @@ class FusedMatMulKernel : public OpKernel {
                " columns of the product of " + a.shape().to_string() + " and " + b.shape().to_string());
       return;
     }
-    if (t == DType::f32 && onednn_fused(ctx, a, b, bias)) return;
+    if (t == DType::f32 && known_type_ && onednn_fused(ctx, a, b, bias)) return;
     if (!matmul_) {
       ctx.fail("no CPU kernel for MatMul");
       return;
@@ -93,6 +99,7 @@ class FusedMatMulKernel : public OpKernel {
     cpu::GemmShape s;
     s.ta = ta_;
     s.tb = tb_;
+    s.bf16 = bf16_;
     s.m = ta_ ? a.dim(1) : a.dim(0);
     s.k = ta_ ? a.dim(0) : a.dim(1);
     s.n = tb_ ? b.dim(0) : b.dim(1);
@@ -120,6 +127,7 @@ class FusedMatMulKernel : public OpKernel {
   }
 
   bool ta_, tb_, relu_;
+  bool bf16_ = false, known_type_ = true;
   std::unique_ptr<OpKernel> matmul_;
 };
 

@@ -30,6 +30,7 @@ constexpr int64_t kThreadedProduct = int64_t{1} << 22;
 struct Gemm {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
+  bool bf16 = false;  // compute_type bfloat16: oneDNN's bfloat16 products (cpu::GemmShape)
   int64_t macs() const { return m * n * k; }
 };
 
@@ -77,6 +78,7 @@ cpu::GemmShape gemm_shape(const Gemm& g) {
   s.k = g.k;
   s.ta = g.ta;
   s.tb = g.tb;
+  s.bf16 = g.bf16;
   return s;
 }
 
@@ -123,11 +125,18 @@ std::vector<int64_t> batch_strides(const std::vector<int64_t>& dims, int r, int6
 class MatMulKernel : public OpKernel {
  public:
   explicit MatMulKernel(const Node& n)
-      : OpKernel(n), ta_(n.attr_bool("transpose_a")), tb_(n.attr_bool("transpose_b")) {}
+      : OpKernel(n), ta_(n.attr_bool("transpose_a")), tb_(n.attr_bool("transpose_b")) {
+    if (const AttrValue* t = n.find_attr("compute_type")) {
+      const std::string type = t->is<std::string>() ? t->get<std::string>() : t->to_string();
+      if (type == "bfloat16") bf16_ = true;
+      else if (type != "float32") attr_error_ = "compute_type must be \"float32\" or \"bfloat16\", got " + type;
+    }
+  }
 
   void compute(OpKernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
+    if (!attr_error_.empty()) return ctx.fail(attr_error_);
     if (a.dtype() != b.dtype()) {
       ctx.fail(std::string("inputs have different dtypes: ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
       return;
@@ -140,6 +149,7 @@ class MatMulKernel : public OpKernel {
     Gemm g;
     g.ta = ta_;
     g.tb = tb_;
+    g.bf16 = bf16_;
     g.m = ta_ ? a.dim(ra - 1) : a.dim(ra - 2);
     g.k = ta_ ? a.dim(ra - 2) : a.dim(ra - 1);
     const int64_t kb = tb_ ? b.dim(rb - 1) : b.dim(rb - 2);
@@ -263,6 +273,8 @@ class MatMulKernel : public OpKernel {
   }
 
   bool ta_, tb_;
+  bool bf16_ = false;
+  std::string attr_error_;
 };
 
 AF_REGISTER_KERNEL("MatMul", DeviceType::CPU, MatMulKernel);

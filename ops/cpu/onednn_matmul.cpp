@@ -1,6 +1,7 @@
 // oneDNN matmul primitives, cached per shape, and the per-shape-class choice between
 // oneDNN and Eigen for MatMul's f32 kernel. See onednn_matmul.h.
 #include "cpu/onednn_matmul.h"
+#include "cpu/onednn_conv.h"
 #include "actorflow/environment.h"
 
 #include <algorithm>
@@ -115,7 +116,7 @@ namespace {
 
 struct Key {
   int64_t m, n, k, lda, ldb, ldc;
-  bool ta, tb, bias, relu;
+  bool ta, tb, bias, relu, bf16;
   bool operator==(const Key&) const = default;
 };
 
@@ -123,7 +124,8 @@ struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = 1469598103934665603ull;
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
-                      int64_t{k.ta} | int64_t{k.tb} << 1 | int64_t{k.bias} << 2 | int64_t{k.relu} << 3})
+                      int64_t{k.ta} | int64_t{k.tb} << 1 | int64_t{k.bias} << 2 | int64_t{k.relu} << 3 |
+                          int64_t{k.bf16} << 4})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     return h;
   }
@@ -132,8 +134,13 @@ struct KeyHash {
 // One compiled primitive and the descriptors its memories are built from. Immutable once
 // made, so threads execute it concurrently; each brings its own scratchpad (user mode),
 // which the library's shared scratchpad would not allow.
+//
+// In bfloat16 (Key::bf16) the primitive reads dense row-major bfloat16 copies of a and b
+// (a_in, b_in), which the two reorders make per call from the operands as stored.
 struct Entry {
   dnnl::memory::desc a, b, bias, c, scratch;
+  dnnl::memory::desc a_in, b_in;
+  dnnl::reorder a_convert, b_convert;
   dnnl::matmul prim;
   size_t scratch_bytes = 0;
 };
@@ -158,6 +165,14 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   e->b = dnnl::memory::desc(dims{key.k, key.n}, dt::f32, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
   e->c = dnnl::memory::desc(dims{key.m, key.n}, dt::f32, dims{key.ldc, 1});
   if (key.bias) e->bias = dnnl::memory::desc(dims{1, key.n}, dt::f32, dims{key.n, 1});
+  if (key.bf16) {
+    e->a_in = dnnl::memory::desc(dims{key.m, key.k}, dt::bf16, dims{key.k, 1});
+    e->b_in = dnnl::memory::desc(dims{key.k, key.n}, dt::bf16, dims{key.n, 1});
+    e->a_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->a, engine(), e->a_in));
+    e->b_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->b, engine(), e->b_in));
+  }
+  const dnnl::memory::desc& a_op = key.bf16 ? e->a_in : e->a;
+  const dnnl::memory::desc& b_op = key.bf16 ? e->b_in : e->b;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (key.relu) {
@@ -165,8 +180,10 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     attr.set_post_ops(ops);
   }
-  dnnl::matmul::desc d = key.bias ? dnnl::matmul::desc(e->a, e->b, e->bias, e->c) : dnnl::matmul::desc(e->a, e->b, e->c);
+  dnnl::matmul::desc d = key.bias ? dnnl::matmul::desc(a_op, b_op, e->bias, e->c) : dnnl::matmul::desc(a_op, b_op, e->c);
   dnnl::matmul::primitive_desc pd(d, attr, engine());
+  // bfloat16 through a reference loop would be far slower than float32.
+  if (key.bf16 && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
   e->scratch = pd.scratchpad_desc();
   e->scratch_bytes = e->scratch.get_size();
   e->prim = dnnl::matmul(pd);
@@ -202,19 +219,38 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
   // thread, so other threads' settings are untouched). Set before the primitive is made:
   // oneDNN fixes a primitive's thread count when it creates it, and runs that many.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
-  const Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.c_stride(), g.ta, g.tb, bias != nullptr, relu};
+  const bool bf16 = g.bf16 && onednn_bf16_available();
+  const Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.c_stride(), g.ta, g.tb, bias != nullptr, relu, bf16};
   std::shared_ptr<const Entry> e;
   try {
     e = lookup(key);
   } catch (const dnnl::error&) {
-    return false;
+    e = nullptr;
   }
+  if (!e && bf16) {
+    GemmShape f32 = g;
+    f32.bf16 = false;
+    return onednn_gemm_f32(f32, a, b, bias, relu, c);
+  }
+  if (!e) return false;
   thread_local dnnl::stream stream(engine());
   thread_local std::vector<char> scratch;
   if (scratch.size() < e->scratch_bytes) scratch.resize(e->scratch_bytes);
   dnnl::engine& eng = engine();
   dnnl::memory ma(e->a, eng, const_cast<float*>(a));
   dnnl::memory mb(e->b, eng, const_cast<float*>(b));
+  if (bf16) {
+    thread_local std::vector<uint16_t> a_in, b_in;
+    auto convert = [&](dnnl::memory& m, const dnnl::memory::desc& in, const dnnl::reorder& r, std::vector<uint16_t>& buf) {
+      const size_t halves = in.get_size() / sizeof(uint16_t) + 1;
+      if (buf.size() < halves) buf.resize(halves);
+      dnnl::memory c16(in, eng, buf.data());
+      r.execute(stream, m, c16);
+      m = c16;
+    };
+    convert(ma, e->a_in, e->a_convert, a_in);
+    convert(mb, e->b_in, e->b_convert, b_in);
+  }
   dnnl::memory mc(e->c, eng, c);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->bias, eng, const_cast<float*>(bias)));

@@ -18,6 +18,9 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  // Operands rounded to bfloat16, sums in float32 (compute_type bfloat16), where the
+  // processor multiplies bfloat16 natively; float32 elsewhere.
+  bool bf16 = false;
   int64_t macs() const { return m * n * k; }
   int64_t a_stride() const { return lda ? lda : (ta ? m : k); }
   int64_t b_stride() const { return ldb ? ldb : (tb ? k : n); }

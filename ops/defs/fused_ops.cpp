@@ -36,6 +36,7 @@ Status fused_matmul_shape(ShapeContext& c) {
 
 // relu(op(a) * op(b) + bias), or without relu; inputs a, b, bias[n].
 AF_REGISTER_OP("_FusedMatMul")
+    .optional_attr("compute_type")
     .inputs(3)
     .attr("transpose_a", false)
     .attr("transpose_b", false)

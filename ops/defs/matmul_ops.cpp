@@ -57,6 +57,7 @@ Status shape_fns::matmul_shape(ShapeContext& c) {
 }
 
 AF_REGISTER_OP("MatMul")
+    .optional_attr("compute_type")
     .inputs(2)
     .attr("transpose_a", false)
     .attr("transpose_b", false)

@@ -130,8 +130,9 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
       ->check(one_of({"cpu", "gpu"}, "a device"))
       ->capture_default_str();
   app.add_option("--compute_type", f.compute_type,
-                 "float32|bfloat16: bfloat16 multiplies the convolutions' operands in bfloat16 with float32 sums, "
-                 "on processors with AVX512-BF16 or AMX (elsewhere float32); variables and outputs stay float32")
+                 "float32|bfloat16: bfloat16 multiplies the operands of the model's convolutions and matrix products "
+                 "in bfloat16 with float32 sums, on processors with AVX512-BF16 or AMX (elsewhere float32); "
+                 "variables and outputs stay float32")
       ->check(one_of({"float32", "bfloat16"}, "a compute type"))
       ->capture_default_str();
   // Distributed training: one process per task, as the seeds start them.
@@ -238,7 +239,7 @@ Flags parse_flags(int argc, char** argv, const FlagSpec& spec, const Flags& defa
     (r.exit_code == 0 ? std::cout : std::cerr) << r.message << std::flush;
     std::exit(r.exit_code);
   }
-  // Only fashion_mnist's CNN has convolutions, the ops a compute type applies to.
+  // Only fashion_mnist builds its model under a compute type so far.
   if (spec.program != "fashion_mnist") reject_flags(r.flags, {"--compute_type"}, "to " + spec.program);
   return r.flags;
 }

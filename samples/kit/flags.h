@@ -36,7 +36,8 @@ struct Flags {
   int64_t max_steps = -1;    // stop early (tests and quick runs)
   bool shuffle = true;       // false: every epoch in the data's order (reproducible runs)
   std::string device = "cpu";  // cpu|gpu: gpu places the model on /gpu:0 (device.h)
-  // float32|bfloat16: bfloat16 builds the model under ComputeTypeScope (graph.h).
+  // float32|bfloat16: bfloat16 builds the model under ComputeTypeScope (graph.h);
+  // fashion_mnist only.
   std::string compute_type = "float32";
 
   // Distributed training (cluster.h). The cluster comes from the seeds' flags, a

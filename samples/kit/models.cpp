@@ -66,8 +66,7 @@ Flags fashion_mnist_defaults() {
 std::vector<std::string> fashion_mnist_unused_flags(const std::string& model) {
   // The CNN's layers are fixed and it always has its dropout.
   if (model == "cnn") return {"--model_network", "--enable_bn", "--enable_dropout"};
-  // The MLP has no convolution: nothing of it would multiply in another type.
-  return {"--compute_type"};
+  return {};
 }
 
 }  // namespace kit

@@ -91,6 +91,36 @@ TEST_CASE("compute_type: bfloat16 Conv2D and its gradients are within bfloat16's
   }
 }
 
+TEST_CASE("compute_type: MatMul takes it too, its gradients inherit it, and bfloat16 is within its rounding") {
+  af::Graph g;
+  const af::Tensor av = random_tensor({64, 512}, 7), bv = random_tensor({512, 256}, 8), rv = random_tensor({64, 256}, 9);
+  af::Output a = af::constant(g, av), b = af::constant(g, bv), r = af::constant(g, rv);
+  af::Output y16, y32;
+  {
+    af::ComputeTypeScope scope(g, "bfloat16");
+    y16 = af::matmul(a, b);
+  }
+  y32 = af::matmul(a, b);
+  CHECK(y16.node().attr_string("compute_type") == "bfloat16");
+  auto g16 = af::gradients({af::reduce_sum(af::mul(y16, r))}, {a, b});
+  auto g32 = af::gradients({af::reduce_sum(af::mul(y32, r))}, {a, b});
+  for (const af::Output& grad : g16) {
+    CHECK(grad.node().op == "MatMul");
+    CHECK(grad.node().attr_string("compute_type") == "bfloat16");
+  }
+  const auto out = aft::eval(g, {y16, y32, g16[0], g32[0], g16[1], g32[1]});
+  for (size_t i = 0; i < out.size(); i += 2) {
+    INFO("output " << i / 2);
+    const double err = relative_error(out[i], out[i + 1]);
+    if (actorflow::cpu::onednn_bf16_available()) {
+      CHECK(err < 1e-2);
+      CHECK(err > 1e-5);
+    } else {
+      CHECK(out[i].equals(out[i + 1]));
+    }
+  }
+}
+
 TEST_CASE("compute_type: a type the kernels do not know fails the node by name") {
   af::Graph g;
   af::NodeSpec spec;

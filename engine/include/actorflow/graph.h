@@ -271,8 +271,8 @@ class DeviceScope {
 };
 
 // Mixed precision (Keras's mixed_bfloat16 policy, for the math only): the ops made in this
-// scope that can multiply in a narrower type (Conv2D and MatMul, whose gradients inherit
-// it) get attribute compute_type = `type` ("bfloat16"). Their inputs, outputs and
+// scope that can multiply in a narrower type (Conv2D and MatMul, and the gradients built
+// from them) get attribute compute_type = `type` ("bfloat16"). Their inputs, outputs and
 // variables stay float32; their CPU kernels round the operands to bfloat16 and sum in
 // float32 where the processor has bfloat16 instructions (AVX512-BF16, AMX), and compute in
 // float32 elsewhere and on GPUs. About 3 significant digits per operand instead of 7:
