@@ -60,8 +60,10 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
     };
   };
 
-  std::vector<Pending> pending(nodes.size());
-  std::vector<std::vector<int>> waits_for(nodes.size());
+  // Made at the first async kernel that is not done at once: most steps have none, and a
+  // cheap step's whole cost is a few allocations.
+  std::vector<Pending> pending;
+  std::vector<std::vector<int>> waits_for;
   auto finish_pending = [&](int p) {
     Pending& pd = pending[static_cast<size_t>(p)];
     if (!pd.ctx) return;
@@ -85,7 +87,8 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
 
   std::shared_ptr<const Status> stopped;
   for (int i : order) {
-    for (int p : waits_for[static_cast<size_t>(i)]) finish_pending(p);
+    if (!waits_for.empty())
+      for (int p : waits_for[static_cast<size_t>(i)]) finish_pending(p);
     const NodeRuntime& rt = nodes[static_cast<size_t>(i)];
     if (rt.inert) continue;
     std::shared_ptr<const Status> err = std::move(errors[static_cast<size_t>(i)]);
@@ -100,7 +103,7 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
     int64_t t0 = env.tracer ? env.tracer->now_ns() : 0;
     DeviceContext* device = rt.device ? rt.device : env.device;
     if (AsyncOpKernel* async = rt.kernel->as_async()) {
-      Pending& pd = pending[static_cast<size_t>(i)];
+      Pending pd;
       pd.ctx = std::make_unique<OpKernelContext>(*rt.node, std::move(inputs[static_cast<size_t>(i)]), device,
                                                  env.resources, state.step_id());
       pd.ctx->set_rendezvous(env.rendezvous);
@@ -124,12 +127,17 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
         done = pd.wait->done;
       }
       if (done) {
-        finish_pending(i);
-      } else {
-        for (size_t o = 0; o < rt.out.size(); ++o)
-          for (const OutEdge& e : rt.out[o]) waits_for[static_cast<size_t>(e.consumer)].push_back(i);
-        for (const OutEdge& e : rt.control_out) waits_for[static_cast<size_t>(e.consumer)].push_back(i);
+        node_done(shared, rt, state, pd.ctx.get(), nullptr, t0, propagate_from(rt));
+        continue;
       }
+      if (pending.empty()) {
+        pending.resize(nodes.size());
+        waits_for.resize(nodes.size());
+      }
+      pending[static_cast<size_t>(i)] = std::move(pd);
+      for (size_t o = 0; o < rt.out.size(); ++o)
+        for (const OutEdge& e : rt.out[o]) waits_for[static_cast<size_t>(e.consumer)].push_back(i);
+      for (const OutEdge& e : rt.control_out) waits_for[static_cast<size_t>(e.consumer)].push_back(i);
       continue;
     }
     OpKernelContext ctx(*rt.node, std::move(inputs[static_cast<size_t>(i)]), device, env.resources, state.step_id());
@@ -138,7 +146,8 @@ void run_step_inline(const ExecutorShared& shared, const std::vector<int>& order
     node_done(shared, rt, state, &ctx, nullptr, t0, propagate_from(rt));
   }
   // Async kernels nothing in the plan consumes (a fetched copy): the step ends with them.
-  for (int i : order) finish_pending(i);
+  if (!pending.empty())
+    for (int i : order) finish_pending(i);
 }
 
 }  // namespace actorflow::runtime
