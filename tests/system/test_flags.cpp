@@ -117,10 +117,36 @@ TEST_CASE("flags: the samples refuse unknown models and flags that do not apply,
   auto cnn = run_sample("fashion_mnist", "--model cnn --model_network 64", dir);
   CHECK(cnn.exit_code == 2);
   CHECK(cnn.output.find("--model_network does not apply to --model cnn") != std::string::npos);
+  auto mixed = run_sample("cancer_classifier", "--compute_type bfloat16", dir);
+  CHECK(mixed.exit_code == 2);
+  CHECK(mixed.output.find("--compute_type does not apply to cancer_classifier") != std::string::npos);
+  auto half = run_sample("fashion_mnist", "--compute_type float16", dir);
+  CHECK(half.exit_code == 2);
+  CHECK(half.output.find("compute type") != std::string::npos);
   auto linreg = run_sample("linear_regression", "--learning_rate 0.5", dir);
   CHECK(linreg.exit_code != 0);
   CHECK(linreg.output.find("--learning_rate") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("flags: --compute_type bfloat16 builds fashion_mnist's convolutions and products in bfloat16") {
+  for (const char* model : {"cnn", "mlp"}) {
+    INFO(model);
+    kit::Flags f = kit::fashion_mnist_defaults();
+    f.model = model;
+    f.compute_type = "bfloat16";
+    af::Graph g;
+    kit::Model m = kit::fashion_mnist_model(g, f);
+    (void)af::gradients({m.loss}, {af::Output(&g, g.collection("trainable_variables").front(), 0)});
+    int marked = 0, unmarked = 0;
+    for (int i = 0; i < g.num_nodes(); ++i) {
+      const af::Node& n = g.node(i);
+      if (n.op != "Conv2D" && n.op != "MatMul" && n.op != "Conv2DBackpropFilter") continue;
+      (n.attr_string("compute_type") == "bfloat16" ? marked : unmarked)++;
+    }
+    CHECK(marked >= (std::string(model) == "cnn" ? 5 : 3));
+    CHECK(unmarked == 0);
+  }
 }
 
 TEST_CASE("flags: wide_and_deep trains its deep part with --optimizer") {
