@@ -222,7 +222,8 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 // forward adds `bias` (per output channel) when given, then applies relu when asked.
 bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* out, const float* bias = nullptr,
          bool relu = false, bool bf16 = false) {
-  if (bf16 && !native_bf16()) return false;
+  // Without native bfloat16 the float32 primitive runs: the same bits as compute_type float32.
+  if (bf16 && !native_bf16()) bf16 = false;
   if (d.n <= 0 || d.oh <= 0 || d.ow <= 0 || d.c <= 0 || d.o <= 0) return false;
   // Negative trailing padding (VALID with a stride that leaves input unread) is left to
   // the Eigen path.
