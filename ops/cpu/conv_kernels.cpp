@@ -28,6 +28,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "common/conv_geometry.h"
 #include "cpu/bias_relu.h"
+#include "cpu/compute_type.h"
 #include "cpu/eigen_device.h"
 #include "cpu/onednn_conv.h"
 
@@ -60,12 +61,7 @@ class ConvBase : public OpKernel {
  public:
   explicit ConvBase(const Node& n) : OpKernel(n) {
     if (conv_geom::parse_hw(n, "strides", &sh_, &sw_, &attr_error_)) conv_geom::parse_padding(n, &padding_, &attr_error_);
-    if (const AttrValue* t = n.find_attr("compute_type")) {
-      const std::string type = t->is<std::string>() ? t->get<std::string>() : t->to_string();
-      if (type == "bfloat16") bf16_ = true;
-      else if (type != "float32")
-        attr_error_ = "compute_type must be \"float32\" or \"bfloat16\", got " + type;
-    }
+    if (attr_error_.empty()) bf16_ = cpu::bf16_compute(n, &attr_error_);
   }
 
  protected:

@@ -16,6 +16,7 @@
 
 #include "actorflow/kernel.h"
 #include "cpu/bias_relu.h"
+#include "cpu/compute_type.h"
 #include "cpu/onednn_matmul.h"
 
 namespace actorflow {
@@ -38,12 +39,11 @@ class FusedMatMulKernel : public OpKernel {
     mm.device = n.device;
     mm.attrs["transpose_a"] = AttrValue(ta_);
     mm.attrs["transpose_b"] = AttrValue(tb_);
-    if (const AttrValue* t = n.find_attr("compute_type")) {
-      mm.attrs["compute_type"] = *t;
-      bf16_ = t->is<std::string>() && t->get<std::string>() == "bfloat16";
-      // Any other type but float32 is MatMul's kernel's to refuse, by name.
-      known_type_ = bf16_ || (t->is<std::string>() && t->get<std::string>() == "float32");
-    }
+    if (const AttrValue* t = n.find_attr("compute_type")) mm.attrs["compute_type"] = *t;
+    // Any other type but float32 or bfloat16 is MatMul's kernel's to refuse, by name.
+    std::string type_error;
+    bf16_ = cpu::bf16_compute(n, &type_error);
+    known_type_ = type_error.empty();
     mm.inputs.assign(n.inputs.begin(), n.inputs.begin() + std::min<size_t>(2, n.inputs.size()));
     mm.output_dtypes = n.output_dtypes;
     mm.output_shapes = n.output_shapes;

@@ -16,6 +16,7 @@
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 packet code.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "cpu/compute_type.h"
 #include "cpu/eigen_device.h"
 #include "cpu/onednn_matmul.h"
 
@@ -125,13 +126,8 @@ std::vector<int64_t> batch_strides(const std::vector<int64_t>& dims, int r, int6
 class MatMulKernel : public OpKernel {
  public:
   explicit MatMulKernel(const Node& n)
-      : OpKernel(n), ta_(n.attr_bool("transpose_a")), tb_(n.attr_bool("transpose_b")) {
-    if (const AttrValue* t = n.find_attr("compute_type")) {
-      const std::string type = t->is<std::string>() ? t->get<std::string>() : t->to_string();
-      if (type == "bfloat16") bf16_ = true;
-      else if (type != "float32") attr_error_ = "compute_type must be \"float32\" or \"bfloat16\", got " + type;
-    }
-  }
+      : OpKernel(n), ta_(n.attr_bool("transpose_a")), tb_(n.attr_bool("transpose_b")),
+        bf16_(cpu::bf16_compute(n, &attr_error_)) {}
 
   void compute(OpKernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
@@ -273,8 +269,8 @@ class MatMulKernel : public OpKernel {
   }
 
   bool ta_, tb_;
-  bool bf16_ = false;
-  std::string attr_error_;
+  std::string attr_error_;  // before bf16_, which its initializer fills
+  bool bf16_;
 };
 
 AF_REGISTER_KERNEL("MatMul", DeviceType::CPU, MatMulKernel);

@@ -1,6 +1,7 @@
 // oneDNN convolution primitives (forward and both gradients) cached per shape; see
 // onednn_conv.h.
 #include "cpu/onednn_conv.h"
+#include "cpu/onednn_matmul.h"
 #include "actorflow/environment.h"
 
 #include <atomic>
@@ -95,16 +96,6 @@ dnnl::engine& engine() {
 constexpr size_t kMaxEntries = 256;
 std::mutex g_mu;
 std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> g_cache;
-
-// bfloat16 operands pay only where the processor multiplies them natively (AVX512-BF16,
-// AMX); oneDNN would emulate them elsewhere, slower than float32.
-bool native_bf16() {
-  static const bool yes = [] {
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-  }();
-  return yes;
-}
 
 // oneDNN's reference implementations are plain loops, far slower than im2col + GEMM: a
 // shape that only they take stays on the Eigen path.
@@ -223,7 +214,7 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* out, const float* bias = nullptr,
          bool relu = false, bool bf16 = false) {
   // Without native bfloat16 the float32 primitive runs: the same bits as compute_type float32.
-  if (bf16 && !native_bf16()) bf16 = false;
+  if (bf16 && !onednn_bf16_available()) bf16 = false;
   if (d.n <= 0 || d.oh <= 0 || d.ow <= 0 || d.c <= 0 || d.o <= 0) return false;
   // Negative trailing padding (VALID with a stride that leaves input unread) is left to
   // the Eigen path.
@@ -303,7 +294,6 @@ bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const f
 bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const float* dy, float* dw, bool bf16) {
   return run(d, Kind::backprop_filter, x, dy, dw, nullptr, false, bf16);
 }
-bool onednn_bf16_available() { return native_bf16(); }
 
 #else  // no oneDNN
 
@@ -311,7 +301,6 @@ bool prefer_onednn_conv() { return false; }
 bool onednn_conv2d_f32(const ConvDims&, const float*, const float*, float*, const float*, bool, bool) { return false; }
 bool onednn_conv2d_backprop_input_f32(const ConvDims&, const float*, const float*, float*, bool) { return false; }
 bool onednn_conv2d_backprop_filter_f32(const ConvDims&, const float*, const float*, float*, bool) { return false; }
-bool onednn_bf16_available() { return false; }
 
 #endif
 

@@ -31,8 +31,8 @@ bool prefer_onednn_conv();
 // rejects the shape.
 //
 // With `bf16` the operands (x, the filter, dy) are rounded to bfloat16 and the sums kept
-// in float32 (ComputeTypeScope in graph.h); false where the processor has no native
-// bfloat16 (onednn_bf16_available), and the caller computes in float32.
+// in float32 (ComputeTypeScope in graph.h); where the processor has no native bfloat16
+// (onednn_bf16_available, onednn_matmul.h) the float32 primitive runs.
 bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y, const float* bias = nullptr,
                        bool relu = false, bool bf16 = false);
 // dx = the gradient of the convolution with respect to x (Conv2DBackpropInput), for the
@@ -42,7 +42,5 @@ bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const f
 // [kh,kw,c,o]); the caller adds the partial sums of its shards in a fixed order.
 bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const float* dy, float* dw,
                                        bool bf16 = false);
-// Whether this processor multiplies bfloat16 natively (AVX512-BF16 or AMX) and oneDNN is in.
-bool onednn_bf16_available();
 
 }  // namespace actorflow::cpu

@@ -1,7 +1,6 @@
 // oneDNN matmul primitives, cached per shape, and the per-shape-class choice between
 // oneDNN and Eigen for MatMul's f32 kernel. See onednn_matmul.h.
 #include "cpu/onednn_matmul.h"
-#include "cpu/onednn_conv.h"
 #include "actorflow/environment.h"
 
 #include <algorithm>
@@ -208,6 +207,14 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 
 bool onednn_available() { return true; }
 
+bool onednn_bf16_available() {
+  static const bool yes = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return yes;
+}
+
 int64_t onednn_cached_primitives() {
   std::lock_guard<std::mutex> lock(g_mu);
   return static_cast<int64_t>(g_cache.size());
@@ -263,6 +270,7 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
 #else  // no oneDNN
 
 bool onednn_available() { return false; }
+bool onednn_bf16_available() { return false; }
 int64_t onednn_cached_primitives() { return 0; }
 bool onednn_gemm_f32(const GemmShape&, const float*, const float*, const float*, bool, float*) { return false; }
 

@@ -28,6 +28,10 @@ struct GemmShape {
 };
 
 bool onednn_available();
+// Whether oneDNN is in and this processor multiplies bfloat16 natively (AVX512-BF16 or
+// AMX): only then do bfloat16 operands pay (oneDNN would emulate them, slower than
+// float32), so the kernels asked for bfloat16 run float32 elsewhere.
+bool onednn_bf16_available();
 
 // c = op(a) * op(b) (+ bias[n] on every row) (then relu), through a oneDNN matmul
 // primitive cached per shape and post-ops (the cache is shared by all threads). Runs on

@@ -1,8 +1,6 @@
 // Gradient of MatMul, for every transpose combination. Each product below yields the
 // gradient in the operand's own layout with the output's (broadcast) batch dims; those
 // are then summed back to the operand's batch dims.
-#include <optional>
-
 #include "actorflow/dsl.h"
 #include "actorflow/gradients.h"
 
@@ -13,10 +11,6 @@ Status matmul_grad(GradContext& c) {
   const bool ta = c.node().attr_bool("transpose_a");
   const bool tb = c.node().attr_bool("transpose_b");
   Output g = c.grad(0), a = c.input(0), b = c.input(1);
-  // The gradient's products multiply in the forward product's compute type.
-  std::optional<ComputeTypeScope> precision;
-  if (const AttrValue* t = c.node().find_attr("compute_type"); t && t->is<std::string>())
-    precision.emplace(c.graph(), t->get<std::string>());
   Output ga, gb;
   if (!ta && !tb) {  // C = A B
     ga = matmul(g, b, false, true);

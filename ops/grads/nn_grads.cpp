@@ -20,9 +20,7 @@ std::map<std::string, AttrValue> attrs_of(const Node& n, std::initializer_list<c
   return a;
 }
 
-std::map<std::string, AttrValue> conv_attrs(GradContext& c) {
-  return attrs_of(c.node(), {"strides", "padding", "compute_type"});
-}
+std::map<std::string, AttrValue> conv_attrs(GradContext& c) { return attrs_of(c.node(), {"strides", "padding"}); }
 std::map<std::string, AttrValue> pool_attrs(GradContext& c) { return attrs_of(c.node(), {"ksize", "strides", "padding"}); }
 
 Output conv2d_op(GradContext& c, const Output& x, const Output& w) {

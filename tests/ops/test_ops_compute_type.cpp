@@ -4,7 +4,7 @@
 #include <optional>
 #include <random>
 
-#include "../../ops/cpu/onednn_conv.h"
+#include "../../ops/cpu/onednn_matmul.h"
 #include "test_util.h"
 
 namespace af = actorflow;

@@ -1,6 +1,7 @@
 #include "actorflow/gradients.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "actorflow/dsl_array.h"
@@ -170,6 +171,11 @@ std::vector<Gradient> gradients_sparse(const std::vector<Output>& ys, const std:
     GradContext ctx(g, id, std::move(out_grads));
     {
       NameScope s(g, node.name + "_grad");
+      // A gradient's ops compute in the forward op's compute type (ComputeTypeScope):
+      // a bfloat16 product's gradient products are bfloat16 too.
+      std::optional<ComputeTypeScope> precision;
+      if (const AttrValue* t = node.find_attr("compute_type"); t && t->is<std::string>())
+        precision.emplace(g, t->get<std::string>());
       Status st = (*fn)(ctx);
       if (!st.ok()) throw Error(st.with_context("gradient of '" + node.name + "'"));
     }
