@@ -1,6 +1,7 @@
 // Builds without CUDA: the GPU API exists and reports that there is no GPU.
 #ifndef AF_WITH_CUDA
 #include "actorflow/ops/gpu.h"
+#include "actorflow/ops/nccl_group.h"
 
 namespace actorflow {
 namespace {
@@ -9,6 +10,7 @@ Status no_cuda() { return Status(Code::unavailable, "ActorFlow was built without
 
 Result<DeviceContext*> gpu_device_context(int) { return no_cuda(); }
 Result<GpuMemoryStats> gpu_memory_stats(int) { return no_cuda(); }
+Result<std::shared_ptr<NcclGroup>> nccl_group(std::shared_ptr<CollectiveGroup>, const NcclGroupOptions&) { return no_cuda(); }
 
 }  // namespace actorflow
 #endif

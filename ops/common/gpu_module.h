@@ -15,12 +15,13 @@
 
 #include "actorflow/kernel.h"
 #include "actorflow/ops/gpu.h"
+#include "actorflow/ops/nccl_group.h"
 #include "actorflow/status.h"
 
 namespace actorflow::gpu {
 
 // Bumped whenever GpuModule changes: a module of another build is refused.
-inline constexpr int kGpuModuleAbi = 1;
+inline constexpr int kGpuModuleAbi = 2;
 
 // The file libactorflow loads; $AF_GPU_MODULE names another (a path), or "off" for none.
 inline constexpr const char* kGpuModuleFile = "libactorflow_cuda.so";
@@ -33,6 +34,7 @@ inline constexpr const char* kGpuKernelOps[] = {
     "Tanh", "Softplus", "Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum", "SquaredDifference",
     "BiasAdd", "Sum", "Mean",
     "MatMul", "_FusedMatMul",  // gpu_matmul.cpp
+    "CollectiveAllReduce", "CollectiveBroadcast",  // gpu_collective.cpp (NCCL, gpu_nccl.cpp)
 #ifdef AF_HAVE_CUDNN
     // Built only where cuDNN was found (CMake says so when it is not).
     "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",       // gpu_cudnn_conv.cpp
@@ -52,6 +54,8 @@ struct GpuModule {
   // not_found for an op the module has no kernel for.
   Result<std::unique_ptr<OpKernel>> (*create_kernel)(const Node& node) = nullptr;
   std::vector<std::string> (*kernel_ops)() = nullptr;
+  Result<std::shared_ptr<NcclGroup>> (*nccl_group)(std::shared_ptr<CollectiveGroup> host,
+                                                   const NcclGroupOptions& options) = nullptr;
 };
 
 // The loaded module, or nullptr with the reason in *why (no GPU device on this machine,

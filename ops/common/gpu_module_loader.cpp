@@ -164,5 +164,12 @@ Result<GpuMemoryStats> gpu_memory_stats(int index) {
   return m->memory_stats(index);
 }
 
+Result<std::shared_ptr<NcclGroup>> nccl_group(std::shared_ptr<CollectiveGroup> host, const NcclGroupOptions& options) {
+  std::string why;
+  const gpu::GpuModule* m = gpu_module(&why);
+  if (!m) return gpu::no_gpu(options.gpu, why);
+  return m->nccl_group(std::move(host), options);
+}
+
 }  // namespace actorflow
 #endif

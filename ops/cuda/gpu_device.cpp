@@ -252,6 +252,18 @@ void GpuDevice::when_done(cudaStream_t stream, std::function<void(Status)> fn) {
   watch_event(this, *e, std::move(fn));
 }
 
+void GpuDevice::when_done(cudaStream_t stream, std::function<void(Status)> fn,
+                          std::chrono::steady_clock::time_point deadline) {
+  Result<cudaEvent_t> e = take_event();
+  if (!e.ok()) return fn(e.status());
+  Status s = cuda_status(cudaEventRecord(*e, stream), "cudaEventRecord");
+  if (!s.ok()) {
+    return_event(*e);
+    return fn(s);
+  }
+  watch_event(this, *e, std::move(fn), deadline);
+}
+
 Status GpuDevice::order_after(cudaStream_t waiter, cudaStream_t producer) {
   AF_ASSIGN_OR_RETURN(cudaEvent_t e, take_event());
   Status s = cuda_status(cudaEventRecord(e, producer), "cudaEventRecord");

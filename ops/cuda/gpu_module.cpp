@@ -14,6 +14,8 @@ std::string module_device_name(int index);
 Status module_self_test(int index);
 Result<DeviceContext*> module_device_context(int index);
 Result<GpuMemoryStats> module_memory_stats(int index);
+// gpu_nccl.cpp.
+Result<std::shared_ptr<NcclGroup>> module_nccl_group(std::shared_ptr<CollectiveGroup> host, const NcclGroupOptions& o);
 
 namespace {
 
@@ -53,6 +55,7 @@ extern "C" __attribute__((visibility("default"))) const actorflow::gpu::GpuModul
     t.memory_stats = g::module_memory_stats;
     t.create_kernel = g::create_kernel;
     t.kernel_ops = g::kernel_ops;
+    t.nccl_group = g::module_nccl_group;
     return t;
   }();
   return &m;

@@ -33,6 +33,7 @@ struct Watch {
   std::function<void(Status)> fn;
   Clock::time_point deadline;
   Status result;
+  bool own_deadline = false;  // the caller's, not watch_timeout()
 };
 
 class Poller {
@@ -80,8 +81,11 @@ class Poller {
         }
         Status s;
         if (e == cudaErrorNotReady) {
-          s = deadline_exceeded("the GPU work did not finish within " + std::to_string(watch_timeout().count()) +
-                                " s (AF_GPU_WATCH_TIMEOUT_S); gpu:" + std::to_string(current) + " may be hung");
+          s = deadline_exceeded(it->own_deadline ? "the GPU work did not finish by its deadline on gpu:" + std::to_string(current)
+                                                 : "the GPU work did not finish within " +
+                                                       std::to_string(watch_timeout().count()) +
+                                                       " s (AF_GPU_WATCH_TIMEOUT_S); gpu:" + std::to_string(current) +
+                                                       " may be hung");
           it->event = nullptr;  // still pending on the device: never reused
         } else {
           s = cuda_status(e, "GPU work");
@@ -122,6 +126,10 @@ class Poller {
 
 void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn) {
   Poller::global().add(Watch{device, event, std::move(fn), Clock::now() + watch_timeout(), Status::OK()});
+}
+
+void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn, Clock::time_point deadline) {
+  Poller::global().add(Watch{device, event, std::move(fn), deadline, Status::OK(), true});
 }
 
 }  // namespace actorflow::gpu

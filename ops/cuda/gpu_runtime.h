@@ -8,6 +8,7 @@
 #endif
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,10 @@ class GpuDevice;
 // thread that serves every GPU) and must not throw. After `deadline` without completion
 // fn gets deadline_exceeded and the event is abandoned, not reused: the device is hung.
 void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn);
+// The same with a deadline of the caller's (a collective's timeout) in place of the
+// poller's own.
+void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn,
+                 std::chrono::steady_clock::time_point deadline);
 
 class GpuDevice {
  public:
@@ -81,6 +86,8 @@ class GpuDevice {
   // Records an event on `stream` and has the poller call fn when the work before it is
   // done. If the event cannot be recorded fn is called here, with the error.
   void when_done(cudaStream_t stream, std::function<void(Status)> fn);
+  // The same, failing with deadline_exceeded if the work is not done by `deadline`.
+  void when_done(cudaStream_t stream, std::function<void(Status)> fn, std::chrono::steady_clock::time_point deadline);
   // Makes `waiter` wait (on the device, not the host) for the work queued on `producer`.
   Status order_after(cudaStream_t waiter, cudaStream_t producer);
 

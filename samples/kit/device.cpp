@@ -11,7 +11,11 @@ namespace af = actorflow;
 
 std::string device_error(const Flags& f, bool distributed) {
   if (f.device != "gpu") return "";
-  if (distributed) return "--device gpu is not supported with a cluster yet (train locally, or drop --device)";
+  // All-reduce replicas each hold the whole model on their GPU and reduce with NCCL; a
+  // ps cluster would split one model between host and GPU processes.
+  if (distributed && f.strategy != "allreduce")
+    return "--device gpu in a cluster needs --strategy allreduce (every worker's replica on its GPU, gradients "
+           "all-reduced with NCCL); a ps cluster trains on the CPU";
   if (!af::built_with_cuda()) return "--device gpu: no GPU found (this build of ActorFlow has no CUDA support)";
   if (af::cuda_device_count() == 0)
     return "--device gpu: no GPU found (no usable NVIDIA GPU, driver or CUDA 13 library on this machine; "

@@ -2,7 +2,9 @@
 // (and its training ops) under DeviceScope "/gpu:0": ops with a GPU kernel run there,
 // the rest fall back to the CPU with one log line each (TF's soft placement). With no
 // GPU the sample stops with an error saying so, rather than silently training on the CPU
-// (a TF user who asks for a GPU by flag wants to know it is not there).
+// (a TF user who asks for a GPU by flag wants to know it is not there). In a cluster it
+// needs --strategy allreduce: each worker trains its replica on its /gpu:0 and the
+// gradients are all-reduced there with NCCL.
 #pragma once
 #include <actorflow/actorflow.h>
 

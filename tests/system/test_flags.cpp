@@ -259,11 +259,18 @@ TEST_CASE("flags: --device: cpu by default, gpu accepted, anything else refused;
   auto t = kit::try_parse_flags(2, tpu, {"fashion_mnist", {"mlp"}}, defaults);
   CHECK(t.exit_code == 2);
   CHECK(t.message.find("'tpu' is not a device") != std::string::npos);
-  CHECK(kit::device_error(g.flags, true).find("not supported with a cluster") != std::string::npos);
+  // A ps cluster refuses it naming the strategy that takes it; an all-reduce cluster takes
+  // it as one process does (no GPU here: the same error as locally).
+  CHECK(kit::device_error(g.flags, true).find("needs --strategy allreduce") != std::string::npos);
+  const char* gpu_ar[] = {"prog", "--device", "gpu", "--strategy", "allreduce"};
+  auto ar = kit::try_parse_flags(5, gpu_ar, {"fashion_mnist", {"mlp"}}, defaults);
+  REQUIRE(ar.exit_code < 0);
   if (af::cuda_device_count() == 0) {
     const std::string e = kit::device_error(g.flags, false);
     CHECK(e.find("--device gpu: no GPU found") != std::string::npos);
+    CHECK(kit::device_error(ar.flags, true) == e);
   } else {
     CHECK(kit::device_error(g.flags, false).empty());
+    CHECK(kit::device_error(ar.flags, true).empty());
   }
 }

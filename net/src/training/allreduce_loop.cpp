@@ -1,7 +1,7 @@
 // All-reduce training: no ps; every training task holds the whole model in an in-process
 // session, computes gradients on its shard of the data, and the graph's
 // CollectiveAllReduce nodes (actorflow/collective.h) average them over every worker with
-// Gloo. The group is formed through a rendezvous store served by the chief's daemon;
+// Gloo, or with NCCL where the model is on a GPU. The group is formed through a rendezvous store served by the chief's daemon;
 // every worker starts from the chief's values (a broadcast), and only the chief writes
 // checkpoints and summaries. A lost worker fails every survivor's step (naming it) within
 // the step timeout; everyone then waits for the group to form again (the lost worker
@@ -16,6 +16,7 @@
 #include "actorflow/log_time.h"
 #include "actorflow/net/collective.h"
 #include "actorflow/net/steady_rate.h"
+#include "actorflow/ops/nccl_group.h"
 #include "training/loop_support.h"
 
 namespace actorflow::net {
@@ -65,11 +66,25 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   go.timeout_ms = std::max<int64_t>(1, o.step_timeout_ms * 3 / 4);
   go.algorithm = o.allreduce_algorithm;
   AF_ASSIGN_OR_RETURN(auto group, GlooGroup::create(go));
+  // A model on a GPU reduces there, with NCCL; the Gloo group carries NCCL's rendezvous
+  // and any collective left on the host.
+  std::shared_ptr<NcclGroup> nccl;
+  if (const int gpu = training::collective_gpu(g); gpu >= 0) {
+    NcclGroupOptions no;
+    no.gpu = gpu;
+    no.timeout_ms = go.timeout_ms;
+    auto made = nccl_group(group, no);
+    if (!made.ok())
+      return Status(made.status().code(), task.self + ": the model's collectives are on gpu:" + std::to_string(gpu) +
+                                              ", but " + made.status().message());
+    nccl = *made;
+  }
+  auto reduced_bytes = [&] { return group->bytes_sent() + (nccl ? nccl->bytes_sent() : 0); };
 
   SessionOptions opts;
   opts.intra_op_threads = o.threads;
   opts.step_timeout_ms = o.step_timeout_ms;
-  opts.collective_group = group;
+  opts.collective_group = nccl ? std::shared_ptr<CollectiveGroup>(nccl) : std::shared_ptr<CollectiveGroup>(group);
   if (!o.trace_path.empty())
     opts.trace_path = task.is_chief ? o.trace_path : o.trace_path + ".worker" + std::to_string(task.worker);
   AF_ASSIGN_OR_RETURN(Session sess, Session::create(g, opts));
@@ -84,6 +99,7 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
     for (int attempt = 0; attempt < 1000 && Clock::now() < deadline; ++attempt) {
       log << log_time() << " " << task.self << ": forming the all-reduce group of " << n << " workers" << std::endl;
       last = group->form(deadline);
+      if (last.ok() && nccl) last = nccl->form(deadline);
       if (!last.ok()) break;
       if (task.is_chief && o.resume) {
         if (auto latest = latest_checkpoint(o.checkpoint_dir); latest.ok()) {
@@ -116,7 +132,9 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   const int64_t start_step = gstep;
   if (!resumed_from.empty()) *o.out << "resuming from " << resumed_from << " at step " << gstep << std::endl;
   *o.out << task.describe() << ": training to global step " << target << " (allreduce over " << n << " workers, "
-         << buckets.size() << " gradient bucket(s), " << steps_per_epoch << " steps per epoch)" << std::endl;
+         << buckets.size() << " gradient bucket(s)"
+         << (nccl ? ", NCCL " + nccl->nccl_version() + " on gpu:" + std::to_string(training::collective_gpu(g)) : "") << ", "
+         << steps_per_epoch << " steps per epoch)" << std::endl;
 
   std::optional<SummaryWriter> writer;
   if (task.is_chief) writer = training::chief_summaries(g, o);
@@ -132,7 +150,7 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   // Per socket: a connection that closes meanwhile (a store client's) must not take its
   // bytes away from the sum.
   const auto tcp0 = tcp_socket_bytes();
-  const uint64_t reduced0 = group->bytes_sent();
+  const uint64_t reduced0 = reduced_bytes();
   training::StepTally tally(steps_per_epoch);
   // The chief checkpoints every epoch (or save_checkpoint_steps) and every
   // save_checkpoint_secs: what a restart after a lost worker goes back to.
@@ -177,7 +195,7 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   // all-reduce's share of 2 (n - 1) / n of the model and the rest (the daemons' beats).
   if (const int64_t local_steps = tally.local_steps(); local_steps > 0) {
     r.wire_bytes_per_step = static_cast<double>(sent.acked) / static_cast<double>(local_steps);
-    r.allreduce_bytes_per_step = static_cast<double>(group->bytes_sent() - reduced0) / static_cast<double>(local_steps);
+    r.allreduce_bytes_per_step = static_cast<double>(reduced_bytes() - reduced0) / static_cast<double>(local_steps);
   }
   tally.finish(r, gstep, steps_per_epoch);
   r.steady_examples_per_second = steady.per_second(gstep - start_step, (gstep - start_step) * examples_per_step);

@@ -1,5 +1,7 @@
 #include "training/loop_support.h"
 
+#include "actorflow/device_name.h"
+
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -165,6 +167,16 @@ Status StepRecovery::after(const Status& failed, int64_t& gstep) const {
   *log << log_time() << " " << self << ": " << back << " is back at global step " << gstep << (note ? note() : std::string())
        << std::endl;
   return Status::OK();
+}
+
+int collective_gpu(const Graph& g) {
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != "CollectiveAllReduce" && n.op != "CollectiveBroadcast") continue;
+    auto d = parse_device_name(n.device);
+    if (d.ok() && d->type == "gpu") return std::max(0, d->index);
+  }
+  return -1;
 }
 
 int64_t model_bytes(const Graph& g) {

@@ -132,6 +132,10 @@ struct StepRecovery {
 // The trainable variables' bytes.
 int64_t model_bytes(const Graph& g);
 
+// The GPU that the graph's collective ops are placed on (the first one's), or -1 when
+// they are left to the host.
+int collective_gpu(const Graph& g);
+
 // What the edges and the sockets of this process had moved at one moment.
 struct TrafficMark {
   EdgeTraffic edges = edge_traffic();
