@@ -242,18 +242,16 @@ void GpuDevice::return_event(cudaEvent_t e) {
 }
 
 void GpuDevice::when_done(cudaStream_t stream, std::function<void(Status)> fn) {
-  Result<cudaEvent_t> e = take_event();
-  if (!e.ok()) return fn(e.status());
-  Status s = cuda_status(cudaEventRecord(*e, stream), "cudaEventRecord");
-  if (!s.ok()) {
-    return_event(*e);
-    return fn(s);
-  }
-  watch_event(this, *e, std::move(fn));
+  record_and_watch(stream, std::move(fn), std::nullopt);
 }
 
 void GpuDevice::when_done(cudaStream_t stream, std::function<void(Status)> fn,
                           std::chrono::steady_clock::time_point deadline) {
+  record_and_watch(stream, std::move(fn), deadline);
+}
+
+void GpuDevice::record_and_watch(cudaStream_t stream, std::function<void(Status)> fn,
+                                 std::optional<std::chrono::steady_clock::time_point> deadline) {
   Result<cudaEvent_t> e = take_event();
   if (!e.ok()) return fn(e.status());
   Status s = cuda_status(cudaEventRecord(*e, stream), "cudaEventRecord");
@@ -261,7 +259,8 @@ void GpuDevice::when_done(cudaStream_t stream, std::function<void(Status)> fn,
     return_event(*e);
     return fn(s);
   }
-  watch_event(this, *e, std::move(fn), deadline);
+  if (deadline) watch_event(this, *e, std::move(fn), *deadline);
+  else watch_event(this, *e, std::move(fn));
 }
 
 Status GpuDevice::order_after(cudaStream_t waiter, cudaStream_t producer) {

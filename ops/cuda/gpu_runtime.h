@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,8 @@ class GpuDevice {
  private:
   GpuDevice() : pinned_(256u << 20) {}
   Status init(int index);
+  void record_and_watch(cudaStream_t stream, std::function<void(Status)> fn,
+                        std::optional<std::chrono::steady_clock::time_point> deadline);
 
   int index_ = -1;
   cudaStream_t compute_ = nullptr, h2d_ = nullptr, d2h_ = nullptr;
