@@ -20,6 +20,12 @@ struct PoolShape {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1;
   int64_t oh = 0, ow = 0, pad_t = 0, pad_l = 0;
   Shape out_shape() const { return Shape{n, oh, ow, c}; }
+  // The windows tile the input exactly: no padding, no overlap, no gap (2x2 windows of
+  // stride 2 over an even input, the CNNs' pooling). Each input element then belongs to
+  // exactly one window, which the tiled loops below use.
+  bool tiled() const {
+    return pad_t == 0 && pad_l == 0 && kh == sh && kw == sw && oh * sh == h && ow * sw == w;
+  }
   // The window of output (y, x), clipped to the input: rows [*h0, *h1), cols [*w0, *w1).
   void window(int64_t y, int64_t x, int64_t* h0, int64_t* h1, int64_t* w0, int64_t* w1) const {
     const int64_t hs = y * sh - pad_t, ws = x * sw - pad_l;
@@ -98,8 +104,31 @@ int64_t row_cost(const PoolShape& s) {
   return static_cast<int64_t>(std::min(c, 1e12));
 }
 
+// Tiled windows: pointer steps instead of a clipped window per output (the window
+// arithmetic cost more than the compares at 2x2).
+template <typename T>
+void max_pool_tiled(OpKernelContext& ctx, const PoolShape& s, const T* x, T* y) {
+  ctx.device()->parallel_for(s.n * s.oh, row_cost(s), [&](int64_t r0, int64_t r1) {
+    const int64_t row = s.w * s.c;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* in = x + (r * s.kh) * row;  // rows n * h + oy * kh, as r = n * oh + oy
+      T* o = y + r * s.ow * s.c;
+      for (int64_t ox = 0; ox < s.ow; ++ox, o += s.c) {
+        const T* win = in + ox * s.kw * s.c;
+        for (int64_t c = 0; c < s.c; ++c) o[c] = -std::numeric_limits<T>::infinity();
+        for (int64_t i = 0; i < s.kh; ++i)
+          for (int64_t j = 0; j < s.kw; ++j) {
+            const T* v = win + i * row + j * s.c;
+            for (int64_t c = 0; c < s.c; ++c) o[c] = v[c] > o[c] ? v[c] : o[c];
+          }
+      }
+    }
+  });
+}
+
 template <typename T>
 void max_pool(OpKernelContext& ctx, const PoolShape& s, const T* x, T* y) {
+  if (s.tiled()) return max_pool_tiled(ctx, s, x, y);
   ctx.device()->parallel_for(s.n * s.oh, row_cost(s), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / s.oh, oy = r % s.oh;
@@ -150,10 +179,58 @@ void argmax_window(const PoolShape& s, const T* x, int64_t n, int64_t oy, int64_
   for (int64_t c = 0; c < s.c; ++c) at[c] = origin + pos[c] + c;
 }
 
+// Tiled windows: every input element is written once, its window's gradient where it is
+// the window's first maximum and 0 elsewhere: contiguous stores instead of a zero fill
+// and a scatter.
+template <typename T>
+void max_pool_grad_tiled(OpKernelContext& ctx, const PoolShape& s, const T* x, const T* dy, T* dx) {
+  ctx.device()->parallel_for(s.n * s.oh, row_cost(s), [&](int64_t r0, int64_t r1) {
+    const int64_t row = s.w * s.c;
+    std::vector<T> best(static_cast<size_t>(s.c));
+    std::vector<int32_t> pos(static_cast<size_t>(s.c));
+    T* b = best.data();
+    int32_t* p = pos.data();
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t first = r * s.kh * row;
+      const T* g = dy + r * s.ow * s.c;
+      for (int64_t ox = 0; ox < s.ow; ++ox, g += s.c) {
+        const int64_t origin = first + ox * s.kw * s.c;
+        const T* win = x + origin;
+        T* d = dx + origin;
+        for (int64_t c = 0; c < s.c; ++c) {
+          b[c] = win[c];
+          p[c] = 0;
+        }
+        int32_t k = 0;
+        for (int64_t i = 0; i < s.kh; ++i)
+          for (int64_t j = 0; j < s.kw; ++j, ++k) {
+            if (k == 0) continue;
+            const T* v = win + i * row + j * s.c;
+            for (int64_t c = 0; c < s.c; ++c) {
+              const bool gt = v[c] > b[c];
+              b[c] = gt ? v[c] : b[c];
+              p[c] = gt ? k : p[c];
+            }
+          }
+        k = 0;
+        for (int64_t i = 0; i < s.kh; ++i)
+          for (int64_t j = 0; j < s.kw; ++j, ++k) {
+            T* o = d + i * row + j * s.c;
+            for (int64_t c = 0; c < s.c; ++c) {
+              const T gc = g[c];  // loaded unconditionally: the select vectorizes
+              o[c] = p[c] == k ? gc : T(0);
+            }
+          }
+      }
+    }
+  });
+}
+
 // dx: each window's gradient added at its first maximum. Sharded by image, since windows
 // of one image overlap.
 template <typename T>
 void max_pool_grad(OpKernelContext& ctx, const PoolShape& s, const T* x, const T* dy, T* dx) {
+  if (s.tiled()) return max_pool_grad_tiled(ctx, s, x, dy, dx);
   const int64_t image = s.h * s.w * s.c;
   ctx.device()->parallel_for(s.n, row_cost(s) * s.oh, [&](int64_t n0, int64_t n1) {
     std::vector<T> best(static_cast<size_t>(s.c));

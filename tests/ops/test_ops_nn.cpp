@@ -47,7 +47,10 @@ struct PoolCase {
 };
 const PoolCase kPoolCases[] = {{{2, 5, 5, 3}, 2, 2, 2, 2, "SAME"},  {{2, 5, 5, 3}, 3, 3, 2, 2, "VALID"},
                                {{3, 7, 6, 9}, 3, 2, 1, 2, "SAME"},  {{1, 6, 6, 4}, 1, 1, 3, 3, "SAME"},
-                               {{2, 8, 8, 17}, 3, 3, 1, 1, "SAME"}, {{1, 4, 9, 5}, 4, 4, 3, 2, "VALID"}};
+                               {{2, 8, 8, 17}, 3, 3, 1, 1, "SAME"}, {{1, 4, 9, 5}, 4, 4, 3, 2, "VALID"},
+                               // Windows that tile the input (the kernels' tiled paths).
+                               {{2, 6, 8, 17}, 2, 2, 2, 2, "VALID"}, {{1, 6, 9, 3}, 3, 3, 3, 3, "SAME"},
+                               {{3, 4, 4, 64}, 2, 2, 2, 2, "SAME"}};
 
 }  // namespace
 
