@@ -11,6 +11,10 @@
 //   af::SessionOptions o;
 //   o.collective_group = *nccl;                       // collective ops placed on /gpu:0
 //
+// Every member must start the same ops in the same order, as with any CollectiveGroup; the
+// buckets of one step must be all on the GPU or all on the host (the two groups order
+// their buckets apart).
+//
 // NCCL (libnccl.so.2, from the CUDA toolkit or the nvidia-nccl wheel) is loaded the first
 // time a group is made, not when the GPU module is: a machine without it keeps every
 // other GPU kernel. A failed op (a member lost, a timeout) aborts the communicator and
