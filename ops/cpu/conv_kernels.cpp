@@ -290,8 +290,31 @@ bool conv_forward_onednn(OpKernelContext& ctx, const ConvShape& s, const float* 
   });
 }
 
+// With stride 1, the input gradient is a forward convolution of dy with the filter
+// turned 180 degrees and its channels swapped (w'[i, j, o, c] = w[kh-1-i, kw-1-j, c, o]),
+// padded by kh-1-pad before: oneDNN's forward kernels (brgconv) run it 1.3-1.5x faster
+// than its backward-data kernel of the same shape (conv2 of the CNN: 7.4 against 10.8 ms
+// for 64 images on one core). The sums are the same terms in another order.
+bool conv_backprop_input_as_forward(OpKernelContext& ctx, const ConvShape& s, const float* w, const float* dy,
+                                    float* dx, bool bf16) {
+  if (s.sh != 1 || s.sw != 1 || s.pad_t > s.kh - 1 || s.pad_l > s.kw - 1) return false;
+  ConvShape f{s.n, s.oh, s.ow, s.o, s.kh, s.kw, s.c, s.h, s.w, 1, 1, s.kh - 1 - s.pad_t, s.kw - 1 - s.pad_l};
+  // The forward's padding after the last row and column must come out >= 0 too.
+  if ((f.oh - 1) + f.kh - f.h - f.pad_t < 0 || (f.ow - 1) + f.kw - f.w - f.pad_l < 0) return false;
+  const int64_t taps = s.kh * s.kw;
+  std::unique_ptr<float[]> turned = scratch<float>(taps * s.c * s.o);
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* from = w + (taps - 1 - t) * s.c * s.o;  // [c, o] at the turned tap
+    float* to = turned.get() + t * s.o * s.c;             // [o, c]
+    for (int64_t c = 0; c < s.c; ++c)
+      for (int64_t o = 0; o < s.o; ++o) to[o * s.c + c] = from[c * s.o + o];
+  }
+  return conv_forward_onednn(ctx, f, dy, turned.get(), dx, nullptr, false, bf16);
+}
+
 bool conv_backprop_input_onednn(OpKernelContext& ctx, const ConvShape& s, const float* w, const float* dy, float* dx,
                                 bool bf16) {
+  if (conv_backprop_input_as_forward(ctx, s, w, dy, dx, bf16)) return true;
   const int64_t x_image = s.h * s.w * s.c, y_image = s.oh * s.ow * s.o;
   return onednn_bands(ctx, s, band_count(ctx, s), [&](const cpu::ConvDims& d, int64_t n0, int64_t) {
     return cpu::onednn_conv2d_backprop_input_f32(d, w, dy + n0 * y_image, dx + n0 * x_image, bf16);

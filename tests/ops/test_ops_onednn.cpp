@@ -4,6 +4,7 @@
 // bias + relu post-ops; the primitive cache (reuse per shape, concurrent callers).
 #include <atomic>
 #include <random>
+#include <tuple>
 #include <stdexcept>
 #include <thread>
 
@@ -206,6 +207,41 @@ TEST_CASE("onednn: fused bias and relu post-ops, and strided (row band) operands
         check_near(part, std::vector<double>(want.begin() + r0 * c.n, want.end()), c.k, "band");
       }
     }
+  }
+}
+
+TEST_CASE("onednn: a few rows times a long transposed b (run as c^T = b a^T) agree with naive loops, strides kept") {
+  if (!cpu::onednn_available()) return;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{5, 300, 33}, {64, 3136, 40}, {1, 8, 3}}) {
+    CAPTURE(m);
+    CAPTURE(n);
+    auto va = random_values(m * k, 51);
+    auto vb = random_values(n * k, 52);
+    const auto want = naive(va, vb, m, n, k, false, true);
+    cpu::GemmShape s;
+    s.m = m;
+    s.n = n;
+    s.k = k;
+    s.tb = true;
+    std::vector<float> got(static_cast<size_t>(m * n));
+    REQUIRE(cpu::onednn_gemm_f32(s, va.data(), vb.data(), nullptr, false, got.data()));
+    check_near(got, want, k, "c^T = b a^T");
+    // The same inside wider rows: a, b and c each with 3 more columns than they use.
+    std::vector<float> wa(static_cast<size_t>(m * (k + 3))), wb(static_cast<size_t>(n * (k + 3)));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) wa[static_cast<size_t>(i * (k + 3) + p)] = va[static_cast<size_t>(i * k + p)];
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) wb[static_cast<size_t>(j * (k + 3) + p)] = vb[static_cast<size_t>(j * k + p)];
+    s.lda = s.ldb = k + 3;
+    s.ldc = n + 3;
+    std::vector<float> wc(static_cast<size_t>(m * (n + 3)), -7.f);
+    REQUIRE(cpu::onednn_gemm_f32(s, wa.data(), wb.data(), nullptr, false, wc.data()));
+    std::vector<float> packed;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) packed.push_back(wc[static_cast<size_t>(i * (n + 3) + j)]);
+      for (int64_t j = n; j < n + 3; ++j) CHECK(wc[static_cast<size_t>(i * (n + 3) + j)] == -7.f);  // untouched
+    }
+    check_near(packed, want, k, "strided");
   }
 }
 
