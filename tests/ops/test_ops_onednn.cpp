@@ -424,6 +424,10 @@ TEST_CASE("onednn: Conv2D's input and filter gradients through oneDNN agree with
       {3, 9, 7, 3, 3, 3, 4, 2, "SAME"},      // stride 2, uneven padding
       {2, 9, 7, 3, 3, 2, 5, 2, "VALID"},     // input left unread: Eigen only
       {1, 6, 6, 8, 1, 1, 16, 1, "VALID"},    // 1x1, one image (one band)
+      // Stride 1 runs the input gradient as a forward convolution of the turned filter:
+      // VALID (full padding there), and even sizes whose SAME padding is uneven.
+      {2, 8, 7, 3, 3, 2, 5, 1, "VALID"},
+      {2, 7, 8, 4, 2, 4, 3, 1, "SAME"},
   };
   uint32_t seed = 300;
   for (const ConvCase& c : cases) {
