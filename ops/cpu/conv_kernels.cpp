@@ -18,7 +18,9 @@
 // filter and output: every product of dims is then bounded by an allocation.
 //
 // The f32 kernels run on oneDNN when it is built in (cpu/onednn_conv.h), images sharded
-// over the pool in bands; the im2col path stays for f64 and for shapes oneDNN refuses.
+// over the pool in bands (a stride-1 input gradient as the forward convolution of the
+// turned filter, which oneDNN runs faster); the im2col path stays for f64 and for shapes
+// oneDNN refuses.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
