@@ -241,17 +241,8 @@ void GpuDevice::return_event(cudaEvent_t e) {
   events_.push_back(e);
 }
 
-void GpuDevice::when_done(cudaStream_t stream, std::function<void(Status)> fn) {
-  record_and_watch(stream, std::move(fn), std::nullopt);
-}
-
 void GpuDevice::when_done(cudaStream_t stream, std::function<void(Status)> fn,
-                          std::chrono::steady_clock::time_point deadline) {
-  record_and_watch(stream, std::move(fn), deadline);
-}
-
-void GpuDevice::record_and_watch(cudaStream_t stream, std::function<void(Status)> fn,
-                                 std::optional<std::chrono::steady_clock::time_point> deadline) {
+                          std::optional<std::chrono::steady_clock::time_point> deadline) {
   Result<cudaEvent_t> e = take_event();
   if (!e.ok()) return fn(e.status());
   Status s = cuda_status(cudaEventRecord(*e, stream), "cudaEventRecord");
@@ -259,8 +250,7 @@ void GpuDevice::record_and_watch(cudaStream_t stream, std::function<void(Status)
     return_event(*e);
     return fn(s);
   }
-  if (deadline) watch_event(this, *e, std::move(fn), *deadline);
-  else watch_event(this, *e, std::move(fn));
+  watch_event(this, *e, std::move(fn), deadline);
 }
 
 Status GpuDevice::order_after(cudaStream_t waiter, cudaStream_t producer) {

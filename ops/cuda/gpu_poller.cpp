@@ -124,12 +124,10 @@ class Poller {
 
 }  // namespace
 
-void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn) {
-  Poller::global().add(Watch{device, event, std::move(fn), Clock::now() + watch_timeout(), Status::OK()});
-}
-
-void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn, Clock::time_point deadline) {
-  Poller::global().add(Watch{device, event, std::move(fn), deadline, Status::OK(), true});
+void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn,
+                 std::optional<Clock::time_point> deadline) {
+  Poller::global().add(Watch{device, event, std::move(fn), deadline.value_or(Clock::now() + watch_timeout()),
+                             Status::OK(), deadline.has_value()});
 }
 
 }  // namespace actorflow::gpu

@@ -52,13 +52,12 @@ class GpuDevice;
 
 // Calls `fn` on the one poller thread once every operation recorded before `event` has
 // finished, or with the error that the event reports. `fn` must be short (it runs on the
-// thread that serves every GPU) and must not throw. After `deadline` without completion
+// thread that serves every GPU) and must not throw. After the deadline without completion
 // fn gets deadline_exceeded and the event is abandoned, not reused: the device is hung.
-void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn);
-// The same with a deadline of the caller's (a collective's timeout) in place of the
-// poller's own.
+// The deadline is the caller's (a collective's timeout) or, when none is given, the
+// poller's own (AF_GPU_WATCH_TIMEOUT_S).
 void watch_event(GpuDevice* device, cudaEvent_t event, std::function<void(Status)> fn,
-                 std::chrono::steady_clock::time_point deadline);
+                 std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 class GpuDevice {
  public:
@@ -85,10 +84,10 @@ class GpuDevice {
   // Makes this GPU current on the calling thread (scheduler threads serve every GPU).
   Status activate() const { return cuda_status(cudaSetDevice(index_), "cudaSetDevice"); }
   // Records an event on `stream` and has the poller call fn when the work before it is
-  // done. If the event cannot be recorded fn is called here, with the error.
-  void when_done(cudaStream_t stream, std::function<void(Status)> fn);
-  // The same, failing with deadline_exceeded if the work is not done by `deadline`.
-  void when_done(cudaStream_t stream, std::function<void(Status)> fn, std::chrono::steady_clock::time_point deadline);
+  // done, or with deadline_exceeded past `deadline` (watch_event's). If the event cannot
+  // be recorded fn is called here, with the error.
+  void when_done(cudaStream_t stream, std::function<void(Status)> fn,
+                 std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
   // Makes `waiter` wait (on the device, not the host) for the work queued on `producer`.
   Status order_after(cudaStream_t waiter, cudaStream_t producer);
 
@@ -98,8 +97,6 @@ class GpuDevice {
  private:
   GpuDevice() : pinned_(256u << 20) {}
   Status init(int index);
-  void record_and_watch(cudaStream_t stream, std::function<void(Status)> fn,
-                        std::optional<std::chrono::steady_clock::time_point> deadline);
 
   int index_ = -1;
   cudaStream_t compute_ = nullptr, h2d_ = nullptr, d2h_ = nullptr;

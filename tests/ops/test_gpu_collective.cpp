@@ -19,26 +19,22 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <memory>
+#include <mutex>
 #include <thread>
 
+#include "child_process.h"
 #include "gpu_kernel_harness.h"
 
 namespace af = actorflow;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -175,13 +171,6 @@ std::vector<float> one_process_weights() {
   auto w = sess->run({m.w});
   REQUIRE_MESSAGE(w.ok(), w.status().to_string());
   return host_values((*w)[0]);
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -362,73 +351,48 @@ TEST_CASE("needs a GPU: two processes on one GPU reduce in bucket order, broadca
   aft::require_gpu();
   int sv[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-  const fs::path dir = fs::temp_directory_path() / ("af_nccl_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
   char self[4096];
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
   REQUIRE(len > 0);
   self[len] = 0;
-  pid_t pids[2] = {-1, -1};
+  // Each rank holds its own end of the pair only (the other is closed at exec), so that
+  // rank 0 reads EOF once rank 1 has exited.
+  std::unique_ptr<aft::ChildProcess> ranks[2];
   for (int r = 0; r < 2; ++r) {
-    const std::string log = (dir / ("rank" + std::to_string(r) + ".log")).string();
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, "AF_NCCL_TEST_", 13) != 0) env_s.emplace_back(*e);
-    env_s.push_back("AF_NCCL_TEST_RANK=" + std::to_string(r));
-    env_s.push_back("AF_NCCL_TEST_FD=" + std::to_string(sv[r]));
-    if (!std::getenv("NCCL_MULTI_RANK_GPU_ENABLE")) env_s.push_back("NCCL_MULTI_RANK_GPU_ENABLE=1");
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string a0 = self, a1 = "--source-file=*/test_gpu_collective.cpp", a2 = "--test-case=rank of the two-process*",
-                a3 = "--no-skip=true";
-    char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), nullptr};
-    pids[r] = ::fork();
-    REQUIRE(pids[r] >= 0);
-    if (pids[r] == 0) {
-      ::close(sv[1 - r]);
-      int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (out >= 0) {
-        ::dup2(out, 1);
-        ::dup2(out, 2);
-      }
-      ::execve(self, argv, envp.data());
-      ::_exit(127);
-    }
+    REQUIRE(::fcntl(sv[r], F_SETFD, 0) == 0);
+    REQUIRE(::fcntl(sv[1 - r], F_SETFD, FD_CLOEXEC) == 0);
+    std::vector<std::string> env = aft::environment_without({"AF_NCCL_TEST_"});
+    env.push_back("AF_NCCL_TEST_RANK=" + std::to_string(r));
+    env.push_back("AF_NCCL_TEST_FD=" + std::to_string(sv[r]));
+    if (!std::getenv("NCCL_MULTI_RANK_GPU_ENABLE")) env.push_back("NCCL_MULTI_RANK_GPU_ENABLE=1");
+    // (ChildProcess adds a --port_file, which doctest ignores; no port is waited for.)
+    ranks[r] = std::make_unique<aft::ChildProcess>(
+        "af_nccl_rank" + std::to_string(r),
+        std::vector<std::string>{self, "--source-file=*/test_gpu_collective.cpp", "--test-case=rank of the two-process*",
+                                 "--no-skip=true"},
+        std::move(env), true, std::chrono::seconds(0));
+    REQUIRE(ranks[r]->pid() > 0);
   }
   ::close(sv[0]);
   ::close(sv[1]);
   // Bounded: both ranks end within 3 minutes or are killed.
-  int status[2] = {-1, -1};
   const auto deadline = Clock::now() + std::chrono::minutes(3);
-  for (int left = 2; left > 0 && Clock::now() < deadline;) {
-    for (int r = 0; r < 2; ++r) {
-      if (status[r] != -1) continue;
-      int st = 0;
-      if (::waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        status[r] = st;
-        --left;
-      }
-    }
+  while (Clock::now() < deadline && (ranks[0]->running() || ranks[1]->running()))
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::string log0 = ranks[0]->log(), log1 = ranks[1]->log();
+  int status[2];
+  for (int r = 0; r < 2; ++r) {
+    status[r] = ranks[r]->exit_code();  // -1: still running (killed now) or ended by a signal
+    ranks[r]->kill9();
   }
-  for (int r = 0; r < 2; ++r)
-    if (status[r] == -1) {
-      ::kill(pids[r], SIGKILL);
-      ::waitpid(pids[r], &status[r], 0);
-      status[r] = -2;
-    }
-  const std::string log0 = read_file(dir / "rank0.log"), log1 = read_file(dir / "rank1.log");
-  fs::remove_all(dir);
-  auto code = [](int st) { return st == -2 ? -2 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); };
-  if (code(status[0]) == aft::kSkipExitCode && log0.find("NCCL_REFUSES_SHARED_GPU") != std::string::npos)
+  if (status[0] == aft::kSkipExitCode && log0.find("NCCL_REFUSES_SHARED_GPU") != std::string::npos)
     aft::skip("NCCL on this machine refuses two ranks on one GPU (NCCL 2.30 or later with "
               "NCCL_MULTI_RANK_GPU_ENABLE=1 allows it): " + log0.substr(0, 400),
               "AF_REQUIRE_GPU");
-  INFO("rank 0 (exit " << code(status[0]) << "):\n" << log0);
-  INFO("rank 1 (exit " << code(status[1]) << "):\n" << log1);
-  CHECK(code(status[0]) == 0);
-  CHECK(code(status[1]) == 0);
+  INFO("rank 0 (exit " << status[0] << "):\n" << log0);
+  INFO("rank 1 (exit " << status[1] << "):\n" << log1);
+  CHECK(status[0] == 0);
+  CHECK(status[1] == 0);
   // Each rank ran its case to the end (not skipped).
   CHECK(log0.find("RANK_DONE 0") != std::string::npos);
   CHECK(log1.find("RANK_DONE 1") != std::string::npos);

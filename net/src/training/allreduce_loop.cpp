@@ -1,13 +1,13 @@
 // All-reduce training: no ps; every training task holds the whole model in an in-process
 // session, computes gradients on its shard of the data, and the graph's
 // CollectiveAllReduce nodes (actorflow/collective.h) average them over every worker with
-// Gloo, or with NCCL where the model is on a GPU. The group is formed through a rendezvous store served by the chief's daemon;
-// every worker starts from the chief's values (a broadcast), and only the chief writes
-// checkpoints and summaries. A lost worker fails every survivor's step (naming it) within
-// the step timeout; everyone then waits for the group to form again (the lost worker
-// restarted with the same command), the chief restores the last checkpoint and
-// broadcasts it, and training goes on from there, as MultiWorkerMirroredStrategy resumes
-// after a restart.
+// Gloo, or with NCCL where the model is on a GPU. The group is formed through a
+// rendezvous store served by the chief's daemon; every worker starts from the chief's
+// values (a broadcast), and only the chief writes checkpoints and summaries. A lost
+// worker fails every survivor's step (naming it) within the step timeout; everyone then
+// waits for the group to form again (the lost worker restarted with the same command),
+// the chief restores the last checkpoint and broadcasts it, and training goes on from
+// there, as MultiWorkerMirroredStrategy resumes after a restart.
 #include <numeric>
 #include <random>
 #include <thread>
@@ -69,7 +69,8 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   // A model on a GPU reduces there, with NCCL; the Gloo group carries NCCL's rendezvous
   // and any collective left on the host.
   std::shared_ptr<NcclGroup> nccl;
-  if (const int gpu = training::collective_gpu(g); gpu >= 0) {
+  const int gpu = training::collective_gpu(g);
+  if (gpu >= 0) {
     NcclGroupOptions no;
     no.gpu = gpu;
     no.timeout_ms = go.timeout_ms;
@@ -133,7 +134,7 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
   if (!resumed_from.empty()) *o.out << "resuming from " << resumed_from << " at step " << gstep << std::endl;
   *o.out << task.describe() << ": training to global step " << target << " (allreduce over " << n << " workers, "
          << buckets.size() << " gradient bucket(s)"
-         << (nccl ? ", NCCL " + nccl->nccl_version() + " on gpu:" + std::to_string(training::collective_gpu(g)) : "") << ", "
+         << (nccl ? ", NCCL " + nccl->nccl_version() + " on gpu:" + std::to_string(gpu) : "") << ", "
          << steps_per_epoch << " steps per epoch)" << std::endl;
 
   std::optional<SummaryWriter> writer;
