@@ -96,8 +96,8 @@ void gemm_one(const Eigen::ThreadPoolDevice& dev, const Gemm& g, const T* a, con
 
 // A large f32 product through oneDNN on the caller and the pool threads: oneDNN's own
 // threads are an OpenMP team we do not size with the pool, so each thread runs a
-// single-threaded primitive on the bands it claims (cpu::gemm_band: rows, or columns below
-// 2^24 multiply-adds, strides kept; cpu::run_bands). False when oneDNN is not chosen or
+// single-threaded primitive on the bands it claims (cpu::gemm_band: rows or columns,
+// strides kept; cpu::run_bands). False when oneDNN is not chosen or
 // fails.
 bool product_onednn_threaded(OpKernelContext& ctx, const Gemm& g, const float* a, const float* b, float* c) {
   const int threads = ctx.device()->num_threads();

@@ -61,8 +61,9 @@ int64_t threaded_product_macs();
 
 // Band i of `bands` of the product `whole`: its shape (strides of the whole kept) and
 // where its a, b, c and bias start, in elements. Products of 2^24 multiply-adds and up are
-// cut into bands of rows, one per thread, as they always were; smaller ones (from
-// threaded_product_macs) into two bands of columns whatever the pool's threads, so that
+// cut into one band per thread, of columns when n >= m and of rows otherwise (a band of
+// rows reads all of b, one of columns all of a: the larger operand is read once); smaller
+// ones (from threaded_product_macs) into two bands of columns whatever the pool's threads, so that
 // their bits (an MLP training step's 64x784x256 products and gradients: the samples'
 // figures) do not depend on how many threads run them. (That the column bands also give
 // one primitive's bits held on AVX2 machines, not on AVX-512 ones, where oneDNN blocks a
@@ -73,7 +74,7 @@ struct GemmBand {
 };
 GemmBand gemm_band(const GemmShape& whole, int64_t i, int64_t bands);
 // How many bands `threads` pool threads cut `whole` into (at most one per row or column):
-// one per thread for row bands, two for column bands (fixed_bands).
+// one per thread from 2^24 multiply-adds, else two (fixed_bands).
 int64_t gemm_bands(const GemmShape& whole, int threads);
 // True when `whole` (from threaded_product_macs) is cut into the same bands on any number
 // of threads, one thread included: its bits do not depend on the pool's size.

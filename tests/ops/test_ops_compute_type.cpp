@@ -32,10 +32,10 @@ double relative_error(const af::Tensor& a, const af::Tensor& b) {
 }
 
 // y = conv2d(x, w) and the gradients of sum(y * r) with respect to x and w, under `type`
-// ("" for no scope).
-std::vector<af::Tensor> conv_and_gradients(const std::string& type) {
+// ("" for no scope), with `channels` input channels.
+std::vector<af::Tensor> conv_and_gradients(const std::string& type, int64_t channels = 32) {
   af::Graph g;
-  const af::Tensor xv = random_tensor({8, 14, 14, 32}, 1), wv = random_tensor({5, 5, 32, 64}, 2);
+  const af::Tensor xv = random_tensor({8, 14, 14, channels}, 1), wv = random_tensor({5, 5, channels, 64}, 2);
   const af::Tensor rv = random_tensor({8, 14, 14, 64}, 3);
   af::Output x = af::constant(g, xv), w = af::constant(g, wv), r = af::constant(g, rv);
   af::Output y;
@@ -88,6 +88,18 @@ TEST_CASE("compute_type: bfloat16 Conv2D and its gradients are within bfloat16's
       MESSAGE("no native bfloat16 on this processor: the kernels compute in float32");
       CHECK(bf16[i].equals(f32[i]));
     }
+  }
+}
+
+TEST_CASE("compute_type: with few input channels the filter gradient stays float32, the rest is bfloat16") {
+  // There the float32 kernel is the faster one (onednn_conv.h).
+  for (int64_t channels : {1, 3}) {
+    INFO(channels << " input channels");
+    const auto f32 = conv_and_gradients("", channels);
+    const auto bf16 = conv_and_gradients("bfloat16", channels);
+    CHECK(bf16[2].equals(f32[2]));
+    if (actorflow::cpu::onednn_bf16_available()) CHECK(relative_error(bf16[0], f32[0]) > 1e-5);
+    else CHECK(bf16[0].equals(f32[0]));
   }
 }
 

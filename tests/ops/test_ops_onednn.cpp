@@ -249,13 +249,18 @@ TEST_CASE("onednn: banded products cover the whole; below 2^24 two column bands 
   if (!cpu::onednn_available()) return;
   struct BandCase {
     int64_t m, n, k;
-    bool ta, tb, columns;
+    bool ta, tb;
+    bool fixed;    // two column bands whatever the threads
+    bool columns;  // else rows
   };
-  // An MLP's forward product and its weight gradient (12.8M multiply-adds: column bands),
-  // a forward product with b transposed, and 256^3 (2^24: row bands, as before).
-  for (BandCase c : {BandCase{64, 256, 784, false, false, true}, BandCase{784, 256, 64, true, false, true},
-                     BandCase{64, 256, 784, false, true, true}, BandCase{256, 256, 256, false, false, false}}) {
+  // An MLP's forward product and its weight gradient (12.8M multiply-adds: two column
+  // bands), a forward product with b transposed; from 2^24 one band per thread across the
+  // operand read once: 256^3 (columns when n >= m) and a weight gradient with many rows.
+  for (BandCase c : {BandCase{64, 256, 784, false, false, true, true}, BandCase{784, 256, 64, true, false, true, true},
+                     BandCase{64, 256, 784, false, true, true, true}, BandCase{256, 256, 256, false, false, false, true},
+                     BandCase{1024, 64, 256, true, false, false, false}}) {
     CAPTURE(c.m);
+    CAPTURE(c.n);
     CAPTURE(c.ta);
     CAPTURE(c.tb);
     cpu::GemmShape s;
@@ -274,10 +279,10 @@ TEST_CASE("onednn: banded products cover the whole; below 2^24 two column bands 
       REQUIRE(cpu::onednn_gemm_f32(s, va.data(), vb.data(), pbias, with_bias, whole.data()));
       const int64_t bands = cpu::gemm_bands(s, 2);
       REQUIRE(bands == 2);
-      // Column bands do not follow the thread count (their bits must not); row bands do.
-      CHECK(cpu::fixed_bands(s) == c.columns);
-      CHECK(cpu::gemm_bands(s, 1) == (c.columns ? 2 : 1));
-      CHECK(cpu::gemm_bands(s, 8) == (c.columns ? 2 : 8));
+      // Fixed bands do not follow the thread count (their bits must not); the others do.
+      CHECK(cpu::fixed_bands(s) == c.fixed);
+      CHECK(cpu::gemm_bands(s, 1) == (c.fixed ? 2 : 1));
+      CHECK(cpu::gemm_bands(s, 8) == (c.fixed ? 2 : 8));
       for (int64_t i = 0; i < bands; ++i) {
         const cpu::GemmBand b = cpu::gemm_band(s, i, bands);
         CHECK((c.columns ? b.shape.n : b.shape.m) == (c.columns ? c.n : c.m) / 2);
