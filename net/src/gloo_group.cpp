@@ -427,33 +427,33 @@ class GlooGroupImpl final : public GlooGroup {
 
   void run_all_reduce(const std::shared_ptr<gloo::Context>& ctx, Op& op, uint32_t tag) {
     const DType dt = op.inputs.front().dtype();
+    const size_t esize = dtype_size(dt);
+    const bool average = op.average && opts_.size > 1;
+    // Outputs laid out in one buffer (CollectiveAllReduce's kernel does so) are reduced
+    // there: each input copied in once, already divided by the size (exact for 2, 4, 8,
+    // ... members; within rounding otherwise), and the sums are the averages.
+    if (char* span = fused_span(op)) {
+      size_t at = 0;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        const Tensor& in = op.inputs[i];
+        char* dst = static_cast<char*>(op.outputs[i].raw_data());
+        std::memset(span + at, 0, static_cast<size_t>(dst - (span + at)));  // the alignment gap
+        copy_in(dst, in, average);
+        at = static_cast<size_t>(dst - span) + in.bytes();
+      }
+      reduce(ctx, op, tag, span, at / esize);
+      return;
+    }
     size_t total = 0;
     for (auto& t : op.inputs) total += static_cast<size_t>(t.num_elements());
-    const size_t esize = dtype_size(dt);
     fusion_.resize(total * esize);
     size_t at = 0;
     for (auto& t : op.inputs) {
       std::memcpy(fusion_.data() + at, t.raw_data(), t.bytes());
       at += t.bytes();
     }
-    if (opts_.size > 1 && total > 0) {
-      gloo::AllreduceOptions o(ctx);
-      o.setTag(tag);
-      o.setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
-      o.setAlgorithm(algorithm_ == AllReduceAlgorithm::bcube ? gloo::AllreduceOptions::Algorithm::BCUBE
-                                                          : gloo::AllreduceOptions::Algorithm::RING);
-      if (dt == DType::f32) {
-        o.setOutput(reinterpret_cast<float*>(fusion_.data()), total);
-        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-      } else {
-        o.setOutput(reinterpret_cast<double*>(fusion_.data()), total);
-        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
-      }
-      gloo::allreduce(o);
-      bytes_sent_ += static_cast<uint64_t>(2.0 * (opts_.size - 1) / opts_.size * static_cast<double>(total * esize));
-    }
+    reduce(ctx, op, tag, fusion_.data(), total);
     // The average is taken on the way out: one pass over the reduced buffer, not two.
-    const bool average = op.average && opts_.size > 1;
     at = 0;
     for (auto& t : op.outputs) {
       if (!average) std::memcpy(t.raw_data(), fusion_.data() + at, t.bytes());
@@ -464,6 +464,59 @@ class GlooGroupImpl final : public GlooGroup {
         scaled_copy(static_cast<double*>(t.raw_data()), reinterpret_cast<const double*>(fusion_.data() + at),
                     static_cast<size_t>(t.num_elements()), 1.0 / static_cast<double>(opts_.size));
       at += t.bytes();
+    }
+  }
+
+  // The start of the outputs when they are consecutive pieces of one buffer, in order,
+  // each as large as its input, with less than 64 bytes between them; else null.
+  static char* fused_span(const Op& op) {
+    if (op.outputs.empty() || op.outputs.size() != op.inputs.size()) return nullptr;
+    char* const start = static_cast<char*>(op.outputs.front().raw_data());
+    const char* end = start;
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      const Tensor& out = op.outputs[i];
+      const char* p = static_cast<const char*>(out.raw_data());
+      if (!out.shares_buffer_with(op.outputs.front()) || out.bytes() != op.inputs[i].bytes() || p < end ||
+          p - end >= 64)
+        return nullptr;
+      end = p + out.bytes();
+    }
+    return start;
+  }
+
+  void copy_in(char* dst, const Tensor& in, bool average) const {
+    const size_t n = static_cast<size_t>(in.num_elements());
+    if (!average) std::memcpy(dst, in.raw_data(), in.bytes());
+    else if (in.dtype() == DType::f32)
+      scaled_copy(reinterpret_cast<float*>(dst), static_cast<const float*>(in.raw_data()), n,
+                  1.0f / static_cast<float>(opts_.size));
+    else
+      scaled_copy(reinterpret_cast<double*>(dst), static_cast<const double*>(in.raw_data()), n,
+                  1.0 / static_cast<double>(opts_.size));
+  }
+
+  // Sums `count` elements at `data` over the group, in place.
+  void reduce(const std::shared_ptr<gloo::Context>& ctx, const Op& op, uint32_t tag, char* data, size_t count) {
+    const DType dt = op.inputs.front().dtype();
+    const size_t total = count;
+    if (opts_.size > 1 && total > 0) {
+      gloo::AllreduceOptions o(ctx);
+      o.setTag(tag);
+      o.setTimeout(std::chrono::milliseconds(opts_.timeout_ms));
+      o.setAlgorithm(algorithm_ == AllReduceAlgorithm::bcube ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                                          : gloo::AllreduceOptions::Algorithm::RING);
+      if (dt == DType::f32) {
+        o.setOutput(reinterpret_cast<float*>(data), total);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      } else {
+        o.setOutput(reinterpret_cast<double*>(data), total);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+      }
+      gloo::allreduce(o);
+      // What the ring carries of the bucket's own bytes (the alignment gaps left out).
+      size_t payload = 0;
+      for (const Tensor& t : op.inputs) payload += t.bytes();
+      bytes_sent_ += static_cast<uint64_t>(2.0 * (opts_.size - 1) / opts_.size * static_cast<double>(payload));
     }
   }
 

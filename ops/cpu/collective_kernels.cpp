@@ -1,6 +1,8 @@
 // CPU kernels of the collective ops (ops/defs/collective_ops.cpp). Async: the session's
 // CollectiveGroup runs the reduction on its own thread and calls back, so a bucket
 // waiting for the other processes holds no scheduler thread and the backward pass goes on.
+#include <algorithm>
+
 #include "actorflow/collective.h"
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
@@ -26,6 +28,26 @@ void allocate_like_inputs(OpKernelContext& ctx, std::vector<Tensor>* in, std::ve
   }
 }
 
+// The outputs as consecutive pieces of one buffer, each starting 64-byte aligned as every
+// tensor does: a group can then reduce that buffer in place (the bucket copied into it
+// once) instead of copying the bucket into a buffer of its own and back out.
+void allocate_fused_outputs(OpKernelContext& ctx, std::vector<Tensor>* in, std::vector<Tensor>* out) {
+  constexpr size_t kAlign = 64;
+  auto padded = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+  size_t total = 0;
+  for (int i = 0; i < ctx.num_inputs(); ++i) total += padded(ctx.input(i).bytes());
+  auto buffer = std::make_shared<Buffer>(ctx.device() ? ctx.device()->allocator() : cpu_allocator(),
+                                         std::max(total, kAlign));
+  size_t at = 0;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor& t = ctx.input(i);
+    in->push_back(t);
+    ctx.set_output(i, Tensor(t.dtype(), t.shape(), buffer, at));
+    out->push_back(ctx.output(i));
+    at += padded(t.bytes());
+  }
+}
+
 class CollectiveAllReduceKernel final : public AsyncOpKernel {
  public:
   explicit CollectiveAllReduceKernel(const Node& n)
@@ -35,7 +57,7 @@ class CollectiveAllReduceKernel final : public AsyncOpKernel {
     auto group = group_of(ctx);
     if (!group) return done();
     std::vector<Tensor> in, out;
-    allocate_like_inputs(ctx, &in, &out);
+    allocate_fused_outputs(ctx, &in, &out);
     OpKernelContext* c = &ctx;
     group->all_reduce(std::move(in), std::move(out), bucket_, num_buckets_, average_, [c, done](Status s) {
       if (!s.ok()) c->fail(s);

@@ -533,6 +533,61 @@ TEST_CASE("the process's TCP counters see bytes cross a socket") {
   CHECK(since.received < 64u * 1024u);
 }
 
+TEST_CASE("outputs laid out in one buffer are reduced there: the averages, and only the tensors' bytes counted") {
+  auto d = start_store_daemon();
+  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
+  for (int r = 0; r < 2; ++r) {
+    auto g = afn::GlooGroup::create(group_options(r, 2, *d));
+    REQUIRE(g.ok());
+    groups.push_back(*g);
+  }
+  std::vector<std::future<af::Status>> formed;
+  for (auto& g : groups) formed.push_back(std::async(std::launch::async, [g] { return g->form(Clock::now() + std::chrono::seconds(20)); }));
+  for (auto& f : formed) REQUIRE(f.get().ok());
+  // Three gradients as CollectiveAllReduce's kernel lays out its outputs: 64-byte aligned
+  // pieces of one buffer, with gaps (here NaN, which must not reach the sums); and the
+  // same inputs into outputs of their own.
+  const std::vector<int64_t> sizes = {5, 17, 1000};
+  const std::vector<size_t> offsets = {0, 64, 192};
+  std::vector<std::shared_ptr<af::Buffer>> buffers;
+  std::vector<std::vector<af::Tensor>> fused(2), separate(2);
+  std::vector<std::promise<af::Status>> done(4);
+  for (int r = 0; r < 2; ++r) {
+    auto buffer = std::make_shared<af::Buffer>(af::cpu_allocator(), 192 + 1000 * sizeof(float));
+    float* raw = static_cast<float*>(buffer->data());
+    std::fill(raw, raw + 48 + 1000, std::nanf(""));
+    buffers.push_back(buffer);
+    std::vector<af::Tensor> in;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      af::Tensor t(af::DType::f32, af::Shape{sizes[i]});
+      for (int64_t j = 0; j < sizes[i]; ++j) t.data<float>()[j] = static_cast<float>((r + 1) * (j + 1) + i);
+      in.push_back(t);
+      fused[static_cast<size_t>(r)].emplace_back(af::DType::f32, af::Shape{sizes[i]}, buffer, offsets[i]);
+      separate[static_cast<size_t>(r)].emplace_back(af::DType::f32, af::Shape{sizes[i]});
+    }
+    auto& g = groups[static_cast<size_t>(r)];
+    g->all_reduce(in, fused[static_cast<size_t>(r)], 0, 2, true,
+                  [&done, r](af::Status s) { done[static_cast<size_t>(r)].set_value(s); });
+    g->all_reduce(in, separate[static_cast<size_t>(r)], 1, 2, true,
+                  [&done, r](af::Status s) { done[static_cast<size_t>(2 + r)].set_value(s); });
+  }
+  for (auto& p : done) REQUIRE(p.get_future().get().ok());
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const af::Tensor& f = fused[static_cast<size_t>(r)][i];
+      for (int64_t j = 0; j < sizes[i]; ++j) {
+        CHECK(f.data<float>()[j] == static_cast<float>((3 * (j + 1) + 2 * static_cast<int64_t>(i))) / 2.0f);
+        CHECK(f.data<float>()[j] == separate[static_cast<size_t>(r)][i].data<float>()[j]);
+      }
+    }
+    // The gaps were zeroed before the sums (NaN would have stayed).
+    const float* raw = static_cast<const float*>(buffers[static_cast<size_t>(r)]->data());
+    for (size_t k : {5u, 63u / 4u, 16u + 17u, 47u}) CHECK(raw[k] == 0.0f);
+  }
+  // Both all-reduces count the 1,022 floats once each between two ranks.
+  for (auto& g : groups) CHECK(g->bytes_sent() == 2u * 1022u * sizeof(float));
+}
+
 TEST_CASE("the rendezvous store bounds what a peer may put in it") {
   an::StoreService store;
   auto ask = [&](bool set, std::string space, std::string key, std::string value = {}) {

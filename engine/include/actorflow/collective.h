@@ -40,6 +40,8 @@ class CollectiveGroup : public Resource {
   virtual int size() const = 0;
   // Sums `inputs` (f32 or f64, all of one dtype) over the group into `outputs` (same
   // dtypes and sizes, allocated by the caller), dividing by size() when `average`.
+  // Outputs that are consecutive pieces of one buffer (gaps under 64 bytes) let a group
+  // reduce there in place; the gaps are overwritten.
   // `bucket` of `num_buckets` of one step: every member reduces a step's buckets in the
   // order 0, 1, ..., num_buckets-1, whatever order they are started in here (Horovod's
   // rule: the same order on every rank). `done` runs once, on another thread, when the
