@@ -1,6 +1,7 @@
 // oneDNN matmul primitives, cached per shape, and the per-shape-class choice between
 // oneDNN and Eigen for MatMul's f32 kernel. See onednn_matmul.h.
 #include "cpu/onednn_matmul.h"
+#include "cpu/aligned_buffer.h"
 #include "actorflow/environment.h"
 
 #include <algorithm>
@@ -240,9 +241,9 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
     t.lda = g.b_stride();
     t.ldb = g.a_stride();
     t.bf16 = g.bf16;
-    thread_local std::vector<float> ct;
-    ct.resize(static_cast<size_t>(g.n * g.m));
-    if (!onednn_gemm_f32(t, b, a, nullptr, false, ct.data())) return false;
+    thread_local AlignedBuffer ct_buffer;
+    float* ct = static_cast<float*>(ct_buffer.get(static_cast<size_t>(g.n * g.m) * sizeof(float)));
+    if (!onednn_gemm_f32(t, b, a, nullptr, false, ct)) return false;
     const int64_t ldc = g.c_stride();
     for (int64_t i = 0; i < g.m; ++i)
       for (int64_t j = 0; j < g.n; ++j) c[i * ldc + j] = ct[static_cast<size_t>(j * g.m + i)];
@@ -266,18 +267,17 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
     return onednn_gemm_f32(f32, a, b, bias, relu, c);
   }
   if (!e) return false;
+  // Every buffer the primitive reads or writes besides the caller's is 64-byte aligned
+  // (aligned_buffer.h).
   thread_local dnnl::stream stream(engine());
-  thread_local std::vector<char> scratch;
-  if (scratch.size() < e->scratch_bytes) scratch.resize(e->scratch_bytes);
+  thread_local AlignedBuffer scratch;
   dnnl::engine& eng = engine();
   dnnl::memory ma(e->a, eng, const_cast<float*>(a));
   dnnl::memory mb(e->b, eng, const_cast<float*>(b));
   if (bf16) {
-    thread_local std::vector<uint16_t> a_in, b_in;
-    auto convert = [&](dnnl::memory& m, const dnnl::memory::desc& in, const dnnl::reorder& r, std::vector<uint16_t>& buf) {
-      const size_t halves = in.get_size() / sizeof(uint16_t) + 1;
-      if (buf.size() < halves) buf.resize(halves);
-      dnnl::memory c16(in, eng, buf.data());
+    thread_local AlignedBuffer a_in, b_in;
+    auto convert = [&](dnnl::memory& m, const dnnl::memory::desc& in, const dnnl::reorder& r, AlignedBuffer& buf) {
+      dnnl::memory c16(in, eng, buf.get(in.get_size()));
       r.execute(stream, m, c16);
       m = c16;
     };
@@ -287,7 +287,7 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
   dnnl::memory mc(e->c, eng, c);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->bias, eng, const_cast<float*>(bias)));
-  if (e->scratch_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e->scratch, eng, scratch.data()));
+  if (e->scratch_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e->scratch, eng, scratch.get(e->scratch_bytes)));
   e->prim.execute(stream, args);
   stream.wait();
   return true;
