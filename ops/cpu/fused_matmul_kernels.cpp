@@ -100,6 +100,10 @@ class FusedMatMulKernel : public OpKernel {
     s.ta = ta_;
     s.tb = tb_;
     s.bf16 = bf16_;
+    if (bf16_) {
+      s.a_source = a.buffer();
+      s.b_source = b.buffer();
+    }
     s.m = ta_ ? a.dim(1) : a.dim(0);
     s.k = ta_ ? a.dim(0) : a.dim(1);
     s.n = tb_ ? b.dim(0) : b.dim(1);

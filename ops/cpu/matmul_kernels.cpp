@@ -32,6 +32,7 @@ struct Gemm {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   bool bf16 = false;  // compute_type bfloat16: oneDNN's bfloat16 products (cpu::GemmShape)
+  std::shared_ptr<Buffer> a_source, b_source;  // in bfloat16: the operands' buffers (cpu::GemmShape)
   int64_t macs() const { return m * n * k; }
 };
 
@@ -80,6 +81,8 @@ cpu::GemmShape gemm_shape(const Gemm& g) {
   s.ta = g.ta;
   s.tb = g.tb;
   s.bf16 = g.bf16;
+  s.a_source = g.a_source;
+  s.b_source = g.b_source;
   return s;
 }
 
@@ -146,6 +149,10 @@ class MatMulKernel : public OpKernel {
     g.ta = ta_;
     g.tb = tb_;
     g.bf16 = bf16_;
+    if (bf16_) {
+      g.a_source = a.buffer();
+      g.b_source = b.buffer();
+    }
     g.m = ta_ ? a.dim(ra - 1) : a.dim(ra - 2);
     g.k = ta_ ? a.dim(ra - 2) : a.dim(ra - 1);
     const int64_t kb = tb_ ? b.dim(rb - 1) : b.dim(rb - 2);

@@ -160,8 +160,10 @@ class AucAccumulateKernel : public OpKernel {
       }
     }
     // Copy-on-write: a reader may still hold the current buffers.
-    for (auto& v : vars)
+    for (auto& v : vars) {
       if (v->value.buffer_use_count() > 1) v->value = v->value.clone();
+      v->value.buffer()->note_write();  // written below (before any reader can see it)
+    }
     double* tp = vars[0]->value.data<double>();
     double* fn = vars[1]->value.data<double>();
     double* tn = vars[2]->value.data<double>();

@@ -2,6 +2,7 @@
 // oneDNN and Eigen for MatMul's f32 kernel. See onednn_matmul.h.
 #include "cpu/onednn_matmul.h"
 #include "cpu/aligned_buffer.h"
+#include "cpu/bf16_mirror.h"
 #include "actorflow/environment.h"
 
 #include <algorithm>
@@ -122,6 +123,7 @@ namespace {
 struct Key {
   int64_t m, n, k, lda, ldb, ldc;
   bool ta, tb, bias, relu, bf16;
+  bool a_mirror = false, b_mirror = false;  // bfloat16 operand read from a mirror, strided as stored
   bool operator==(const Key&) const = default;
 };
 
@@ -130,7 +132,7 @@ struct KeyHash {
     size_t h = 1469598103934665603ull;
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
                       int64_t{k.ta} | int64_t{k.tb} << 1 | int64_t{k.bias} << 2 | int64_t{k.relu} << 3 |
-                          int64_t{k.bf16} << 4})
+                          int64_t{k.bf16} << 4 | int64_t{k.a_mirror} << 5 | int64_t{k.b_mirror} << 6})
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     return h;
   }
@@ -141,7 +143,9 @@ struct KeyHash {
 // which the library's shared scratchpad would not allow.
 //
 // In bfloat16 (Key::bf16) the primitive reads dense row-major bfloat16 copies of a and b
-// (a_in, b_in), which the two reorders make per call from the operands as stored.
+// (a_in, b_in), which the two reorders make per call from the operands as stored; or, for
+// an operand read from its mirror (Key::a_mirror, b_mirror), the mirror strided as the
+// operand is stored (no reorder).
 struct Entry {
   dnnl::memory::desc a, b, bias, c, scratch;
   dnnl::memory::desc a_in, b_in;
@@ -171,10 +175,18 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   e->c = dnnl::memory::desc(dims{key.m, key.n}, dt::f32, dims{key.ldc, 1});
   if (key.bias) e->bias = dnnl::memory::desc(dims{1, key.n}, dt::f32, dims{key.n, 1});
   if (key.bf16) {
-    e->a_in = dnnl::memory::desc(dims{key.m, key.k}, dt::bf16, dims{key.k, 1});
-    e->b_in = dnnl::memory::desc(dims{key.k, key.n}, dt::bf16, dims{key.n, 1});
-    e->a_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->a, engine(), e->a_in));
-    e->b_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->b, engine(), e->b_in));
+    if (key.a_mirror) {
+      e->a_in = dnnl::memory::desc(dims{key.m, key.k}, dt::bf16, key.ta ? dims{1, key.lda} : dims{key.lda, 1});
+    } else {
+      e->a_in = dnnl::memory::desc(dims{key.m, key.k}, dt::bf16, dims{key.k, 1});
+      e->a_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->a, engine(), e->a_in));
+    }
+    if (key.b_mirror) {
+      e->b_in = dnnl::memory::desc(dims{key.k, key.n}, dt::bf16, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
+    } else {
+      e->b_in = dnnl::memory::desc(dims{key.k, key.n}, dt::bf16, dims{key.n, 1});
+      e->b_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->b, engine(), e->b_in));
+    }
   }
   const dnnl::memory::desc& a_op = key.bf16 ? e->a_in : e->a;
   const dnnl::memory::desc& b_op = key.bf16 ? e->b_in : e->b;
@@ -209,6 +221,22 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
   return g_cache.emplace(key, std::move(e)).first->second;
 }
 
+// The mirror of `source` when the operand at `p` ([rows, cols] as stored, row stride ld)
+// lies inside it; *at is then the operand's first element in the mirror.
+std::shared_ptr<const Bf16Mirror> mirror_of(const std::shared_ptr<Buffer>& source, const float* p, int64_t rows,
+                                            int64_t cols, int64_t ld, const uint16_t** at) {
+  *at = nullptr;
+  if (!source || rows <= 0 || cols <= 0) return nullptr;
+  const float* base = static_cast<const float*>(source->data());
+  const int64_t floats = static_cast<int64_t>(source->size() / sizeof(float));
+  if (p < base || p >= base + floats) return nullptr;
+  const int64_t offset = p - base;
+  if (offset + (rows - 1) * ld + cols > floats) return nullptr;
+  auto m = bf16_mirror(source);
+  if (m) *at = m->data() + offset;
+  return m;
+}
+
 }  // namespace
 
 bool onednn_available() { return true; }
@@ -241,6 +269,8 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
     t.lda = g.b_stride();
     t.ldb = g.a_stride();
     t.bf16 = g.bf16;
+    t.a_source = g.b_source;
+    t.b_source = g.a_source;
     thread_local AlignedBuffer ct_buffer;
     float* ct = static_cast<float*>(ct_buffer.get(static_cast<size_t>(g.n * g.m) * sizeof(float)));
     if (!onednn_gemm_f32(t, b, a, nullptr, false, ct)) return false;
@@ -254,7 +284,17 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
   // oneDNN fixes a primitive's thread count when it creates it, and runs that many.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   const bool bf16 = g.bf16 && onednn_bf16_available();
-  const Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.c_stride(), g.ta, g.tb, bias != nullptr, relu, bf16};
+  // A variable's operand from its kept bfloat16 mirror, at the same element offset.
+  std::shared_ptr<const Bf16Mirror> a_mirror, b_mirror;
+  const uint16_t* a16 = nullptr;
+  const uint16_t* b16 = nullptr;
+  if (bf16) {
+    a_mirror = mirror_of(g.a_source, a, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.a_stride(), &a16);
+    b_mirror = mirror_of(g.b_source, b, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.b_stride(), &b16);
+  }
+  Key key{g.m, g.n, g.k, g.a_stride(), g.b_stride(), g.c_stride(), g.ta, g.tb, bias != nullptr, relu, bf16};
+  key.a_mirror = a16 != nullptr;
+  key.b_mirror = b16 != nullptr;
   std::shared_ptr<const Entry> e;
   try {
     e = lookup(key);
@@ -281,8 +321,10 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
       r.execute(stream, m, c16);
       m = c16;
     };
-    convert(ma, e->a_in, e->a_convert, a_in);
-    convert(mb, e->b_in, e->b_convert, b_in);
+    if (a16) ma = dnnl::memory(e->a_in, eng, const_cast<uint16_t*>(a16));
+    else convert(ma, e->a_in, e->a_convert, a_in);
+    if (b16) mb = dnnl::memory(e->b_in, eng, const_cast<uint16_t*>(b16));
+    else convert(mb, e->b_in, e->b_convert, b_in);
   }
   dnnl::memory mc(e->c, eng, c);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};

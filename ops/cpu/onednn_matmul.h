@@ -5,6 +5,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
+
+#include "actorflow/tensor.h"
 
 namespace actorflow {
 class DeviceContext;
@@ -21,6 +24,9 @@ struct GemmShape {
   // Operands rounded to bfloat16, sums in float32 (compute_type bfloat16), where the
   // processor multiplies bfloat16 natively; float32 elsewhere.
   bool bf16 = false;
+  // In bfloat16, the buffers a and b lie in, when known: a variable's operand is then read
+  // from its kept bfloat16 mirror (bf16_mirror.h) instead of being converted per call.
+  std::shared_ptr<Buffer> a_source, b_source;
   int64_t macs() const { return m * n * k; }
   int64_t a_stride() const { return lda ? lda : (ta ? m : k); }
   int64_t b_stride() const { return ldb ? ldb : (tb ? k : n); }

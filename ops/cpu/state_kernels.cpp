@@ -128,6 +128,7 @@ class UpdateKernel : public OpKernel {
       // constant's, another variable's) is copied, so an update that writes its rows in
       // place (a sparse apply) can never reach a constant or another variable.
       var->value = value.buffer_use_count() > 1 ? value.clone() : std::move(value);
+      if (var->value.buffer()) var->value.buffer()->mark_variable();
       ctx.set_output(0, var->value);
       return;
     }
@@ -142,7 +143,10 @@ class UpdateKernel : public OpKernel {
                                 var->value.shape().to_string()));
       return;
     }
-    if (var->value.buffer_use_count() > 1) var->value = var->value.clone();
+    if (var->value.buffer_use_count() > 1) {
+      var->value = var->value.clone();
+      var->value.buffer()->mark_variable();
+    }
     Tensor& v = var->value;
     bool ok = visit_dtype(v.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -159,6 +163,7 @@ class UpdateKernel : public OpKernel {
         }
       }
     });
+    if (v.buffer()) v.buffer()->note_write();
     if (!ok || v.dtype() == DType::boolean) {
       ctx.fail(invalid_argument(std::string("cannot add to a variable of dtype ") + dtype_name(v.dtype())));
       return;

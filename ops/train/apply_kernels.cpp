@@ -245,7 +245,10 @@ class ApplyKernel : public OpKernel {
     // when it runs, as it would in TensorFlow.
     if constexpr (!kSparse)
       for (auto& s : states)
-        if (s->value.buffer_use_count() > 1) s->value = s->value.clone();
+        if (s->value.buffer_use_count() > 1) {
+          s->value = s->value.clone();
+          s->value.buffer()->mark_variable();
+        }
 
     visit_dtype(var.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -301,6 +304,8 @@ class ApplyKernel : public OpKernel {
         }
       }
     });
+    for (auto& s : states)
+      if (s->value.buffer()) s->value.buffer()->note_write();
     ctx.set_output(0, var);
   }
 

@@ -4,6 +4,7 @@
 #include <optional>
 #include <random>
 
+#include "../../ops/cpu/bf16_mirror.h"
 #include "../../ops/cpu/onednn_matmul.h"
 #include "test_util.h"
 
@@ -178,4 +179,58 @@ TEST_CASE("compute_type: a type the kernels do not know fails the node by name")
   REQUIRE_FALSE(out.ok());
   CHECK(out.status().message().find("half_conv") != std::string::npos);
   CHECK(out.status().message().find("compute_type") != std::string::npos);
+}
+
+TEST_CASE("compute_type: a variable's bfloat16 copy serves its products until it is written, with the same bits") {
+  // Weights of 1024x512 floats (above kMinMirroredFloats): MatMul reads the variable from
+  // its kept bfloat16 mirror; a constant of the same values is converted per call.
+  namespace cpu = actorflow::cpu;
+  af::Graph g;
+  const af::Tensor w0 = random_tensor({1024, 512}, 21), xv = random_tensor({64, 1024}, 22);
+  const af::Tensor delta = random_tensor({1024, 512}, 23);
+  af::Output x = af::constant(g, xv);
+  af::Output w = af::variable(g, w0, "w");
+  af::Output wc = af::placeholder(g, af::f32, {1024, 512}, "w_as_fed");
+  af::Output y, yc, yt;
+  {
+    af::ComputeTypeScope scope(g, "bfloat16");
+    y = af::matmul(x, w);
+    yc = af::matmul(x, wc);
+    // The input gradient's product reads W transposed: the same mirror.
+    yt = af::matmul(y, w, false, true);
+  }
+  af::Output add = af::assign_add(w, af::constant(g, delta));
+  af::optim::GradientDescent sgd(0.5);
+  af::Operation train = sgd.minimize(af::reduce_mean(af::square(y)));
+  auto sess = af::Session::create(g);
+  REQUIRE_MESSAGE(sess.ok(), sess.status().to_string());
+  REQUIRE(sess->run_init().ok());
+
+  auto check_against_fed = [&](const char* when) {
+    INFO(when);
+    auto wv = sess->run({w});
+    REQUIRE(wv.ok());
+    auto out = sess->run({y, yc, yt}, {{wc, (*wv)[0].clone()}});
+    REQUIRE_MESSAGE(out.ok(), out.status().to_string());
+    CHECK((*out)[0].equals((*out)[1]));  // the same bits as converting per call
+    return (*out)[2];
+  };
+  const uint64_t before = cpu::bf16_mirror_conversions();
+  check_against_fed("as initialized");
+  const uint64_t first = cpu::bf16_mirror_conversions();
+  if (!cpu::onednn_bf16_available()) {
+    MESSAGE("no native bfloat16 on this processor: float32 products, no mirrors");
+    CHECK(first == before);
+    return;
+  }
+  CHECK(first == before + 1);  // one conversion for both products of W
+  check_against_fed("again, unchanged");
+  CHECK(cpu::bf16_mirror_conversions() == first);  // kept
+  REQUIRE(sess->run({}, {}, {af::Operation(add)}).ok());
+  check_against_fed("after AssignAdd");
+  CHECK(cpu::bf16_mirror_conversions() == first + 1);  // the write made it stale
+  REQUIRE(sess->run({}, {}, {train}).ok());
+  check_against_fed("after an optimizer's step");
+  CHECK(cpu::bf16_mirror_conversions() == first + 2);
+  CHECK(cpu::bf16_mirrors_kept() >= 1);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -37,6 +38,15 @@ class Buffer {
   // Destroys `count` strings at data() before freeing (set for string buffers).
   void set_string_count(int64_t count) { string_count_ = count; }
 
+  // A variable's value. The kernels that write a variable's buffer in place (the
+  // optimizers' applies, AssignAdd/AssignSub) count each write, so that something kept
+  // from its contents (a kernel's bfloat16 copy of a weight) knows when it is stale.
+  // Other buffers are not counted and nothing is kept from them.
+  void mark_variable() { variable_.store(true, std::memory_order_release); }
+  bool is_variable() const { return variable_.load(std::memory_order_acquire); }
+  void note_write() { writes_.fetch_add(1, std::memory_order_acq_rel); }
+  uint64_t writes() const { return writes_.load(std::memory_order_acquire); }
+
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
@@ -45,6 +55,8 @@ class Buffer {
   void (*release_)(void*, void*) = nullptr;
   void* release_arg_ = nullptr;
   int64_t string_count_ = 0;
+  std::atomic<bool> variable_{false};
+  std::atomic<uint64_t> writes_{0};
 };
 
 template <typename T, int N>
