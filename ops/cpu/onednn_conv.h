@@ -41,7 +41,9 @@ bool onednn_conv2d_backprop_input_f32(const ConvDims& d, const float* w, const f
 // dw = the gradient with respect to the filter summed over the images of d (overwritten,
 // [kh,kw,c,o]); the caller adds the partial sums of its shards in a fixed order. With
 // fewer than 8 input channels it runs in float32 even when `bf16` asks otherwise: there
-// the float32 kernel is the faster (the exact gradient, not a rounded one).
+// the float32 kernel is the faster (the exact gradient, not a rounded one). In bfloat16
+// with stride 1 on AMX it runs as a forward convolution of x's channels by dy (oneDNN's
+// faster kernels; onednn_conv.cpp).
 bool onednn_conv2d_backprop_filter_f32(const ConvDims& d, const float* x, const float* dy, float* dw,
                                        bool bf16 = false);
 

@@ -119,6 +119,20 @@ afn::GlooGroupOptions group_options(int rank, int n, const afn::NodeDaemon& d, i
   return o;
 }
 
+// n groups of this process (one per rank), formed together.
+std::vector<std::shared_ptr<afn::GlooGroup>> formed_groups(int n, const afn::NodeDaemon& d) {
+  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
+  for (int r = 0; r < n; ++r) {
+    auto g = afn::GlooGroup::create(group_options(r, n, d));
+    REQUIRE(g.ok());
+    groups.push_back(*g);
+  }
+  std::vector<std::future<af::Status>> formed;
+  for (auto& g : groups) formed.push_back(std::async(std::launch::async, [g] { return g->form(Clock::now() + std::chrono::seconds(20)); }));
+  for (auto& f : formed) REQUIRE(f.get().ok());
+  return groups;
+}
+
 // Rank `rank` of n trains `steps` steps of `per_rank` examples (its slice of each global
 // batch) and returns its final weights.
 std::vector<float> train_rank(int rank, int n, const afn::NodeDaemon& d, int steps, int64_t per_rank, int64_t bucket_bytes,
@@ -493,15 +507,7 @@ TEST_CASE("Gloo's loop thread runs under SCHED_BATCH, and the thread that made i
 
 TEST_CASE("the process's TCP counters see bytes cross a socket") {
   auto d = start_store_daemon();
-  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
-  for (int r = 0; r < 2; ++r) {
-    auto g = afn::GlooGroup::create(group_options(r, 2, *d));
-    REQUIRE(g.ok());
-    groups.push_back(*g);
-  }
-  std::vector<std::future<af::Status>> formed;
-  for (auto& g : groups) formed.push_back(std::async(std::launch::async, [g] { return g->form(Clock::now() + std::chrono::seconds(20)); }));
-  for (auto& f : formed) REQUIRE(f.get().ok());
+  auto groups = formed_groups(2, *d);
   // The counters of open sockets: measured while the groups' pairs are open.
   auto before = afn::process_tcp_bytes();
   // One all-reduce of 1 MiB between two ranks: each sends half of it twice (reduce-scatter
@@ -535,15 +541,7 @@ TEST_CASE("the process's TCP counters see bytes cross a socket") {
 
 TEST_CASE("outputs laid out in one buffer are reduced there: the averages, and only the tensors' bytes counted") {
   auto d = start_store_daemon();
-  std::vector<std::shared_ptr<afn::GlooGroup>> groups;
-  for (int r = 0; r < 2; ++r) {
-    auto g = afn::GlooGroup::create(group_options(r, 2, *d));
-    REQUIRE(g.ok());
-    groups.push_back(*g);
-  }
-  std::vector<std::future<af::Status>> formed;
-  for (auto& g : groups) formed.push_back(std::async(std::launch::async, [g] { return g->form(Clock::now() + std::chrono::seconds(20)); }));
-  for (auto& f : formed) REQUIRE(f.get().ok());
+  auto groups = formed_groups(2, *d);
   // Three gradients as CollectiveAllReduce's kernel lays out its outputs: 64-byte aligned
   // pieces of one buffer, with gaps (here NaN, which must not reach the sums); and the
   // same inputs into outputs of their own.
