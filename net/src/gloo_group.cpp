@@ -426,43 +426,33 @@ class GlooGroupImpl final : public GlooGroup {
   }
 
   void run_all_reduce(const std::shared_ptr<gloo::Context>& ctx, Op& op, uint32_t tag) {
-    const DType dt = op.inputs.front().dtype();
-    const size_t esize = dtype_size(dt);
+    const size_t esize = dtype_size(op.inputs.front().dtype());
     const bool average = op.average && opts_.size > 1;
-    // Outputs laid out in one buffer (CollectiveAllReduce's kernel does so) are reduced
-    // there: each input copied in once, already divided by the size (exact for 2, 4, 8,
-    // ... members; within rounding otherwise), and the sums are the averages.
-    if (char* span = fused_span(op)) {
-      size_t at = 0;
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
-        const Tensor& in = op.inputs[i];
-        char* dst = static_cast<char*>(op.outputs[i].raw_data());
-        std::memset(span + at, 0, static_cast<size_t>(dst - (span + at)));  // the alignment gap
-        copy_in(dst, in, average);
-        at = static_cast<size_t>(dst - span) + in.bytes();
-      }
-      reduce(ctx, op, tag, span, at / esize);
-      return;
+    // Each input is copied in once, already divided by the size (exact for 2, 4, 8, ...
+    // members; within rounding otherwise), and the sums are the averages. Outputs laid out
+    // in one buffer (CollectiveAllReduce's kernel does so) are reduced there; others get
+    // the sums copied out of the group's own buffer.
+    char* span = fused_span(op);
+    const bool fused = span != nullptr;
+    if (!fused) {
+      size_t total = 0;
+      for (auto& t : op.inputs) total += t.bytes();
+      fusion_.resize(total);
+      span = fusion_.data();
     }
-    size_t total = 0;
-    for (auto& t : op.inputs) total += static_cast<size_t>(t.num_elements());
-    fusion_.resize(total * esize);
     size_t at = 0;
-    for (auto& t : op.inputs) {
-      std::memcpy(fusion_.data() + at, t.raw_data(), t.bytes());
-      at += t.bytes();
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const Tensor& in = op.inputs[i];
+      char* dst = fused ? static_cast<char*>(op.outputs[i].raw_data()) : span + at;
+      std::memset(span + at, 0, static_cast<size_t>(dst - (span + at)));  // the alignment gap
+      copy_in(dst, in, average);
+      at = static_cast<size_t>(dst - span) + in.bytes();
     }
-    reduce(ctx, op, tag, fusion_.data(), total);
-    // The average is taken on the way out: one pass over the reduced buffer, not two.
+    reduce(ctx, op, tag, span, at / esize);
+    if (fused) return;
     at = 0;
     for (auto& t : op.outputs) {
-      if (!average) std::memcpy(t.raw_data(), fusion_.data() + at, t.bytes());
-      else if (dt == DType::f32)
-        scaled_copy(static_cast<float*>(t.raw_data()), reinterpret_cast<const float*>(fusion_.data() + at),
-                    static_cast<size_t>(t.num_elements()), 1.0f / static_cast<float>(opts_.size));
-      else
-        scaled_copy(static_cast<double*>(t.raw_data()), reinterpret_cast<const double*>(fusion_.data() + at),
-                    static_cast<size_t>(t.num_elements()), 1.0 / static_cast<double>(opts_.size));
+      std::memcpy(t.raw_data(), span + at, t.bytes());
       at += t.bytes();
     }
   }
