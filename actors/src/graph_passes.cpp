@@ -14,6 +14,7 @@
 #include "actorflow/op_registry.h"
 #include "actorflow/ops/cpu_device.h"
 #include "elementwise_fusion.h"
+#include "pool_grad_fusion.h"
 
 namespace actorflow::runtime {
 
@@ -389,6 +390,8 @@ Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan pl
   const bool matmul = opts.fuse_matmul_bias_relu && fusion_allowed_by_env(EnvironmentSwitch::fuse_matmul_bias_relu);
   const bool conv = opts.fuse_conv_bias_relu && fusion_allowed_by_env(EnvironmentSwitch::fuse_conv_bias_relu);
   if (matmul || conv) fuse_bias_relu(*p, matmul, conv);
+  // After it: the Relu gradient's test then reads the Relu's output, as the pooling does.
+  if (conv) fuse_max_pool_relu_grad(*p);
   // After the MatMul and Conv2D fusion, which takes BiasAdd's Relu when it can.
   if (opts.fuse_elementwise && elementwise_fusion_allowed_by_env()) fuse_elementwise(*p);
   if (opts.prune) prune(*p);

@@ -13,7 +13,7 @@ struct PassStats {
   int folded = 0;        // nodes replaced by their value (constant folding)
   int deduplicated = 0;  // nodes merged into an identical earlier node (CSE)
   int pruned = 0;        // nodes no fetch or target needs any more
-  int fused = 0;         // _FusedMatMul nodes written (each replaces 2 or 3 nodes)
+  int fused = 0;         // _FusedMatMul, _FusedConv2D and _FusedMaxPoolGrad nodes written (each replaces 2 or 3 nodes)
   int fused_elementwise = 0;          // _FusedElementwise nodes written
   int elementwise_nodes_replaced = 0;  // the nodes they replace (2 or more each)
 };
@@ -65,8 +65,9 @@ class OptimizedPlan {
 
 // Folds nodes whose inputs are all constants into Const nodes (evaluating their CPU
 // kernels now), merges identical stateless nodes, fuses MatMul -> BiasAdd (-> Relu)
-// chains into _FusedMatMul nodes and chains of elementwise ops into _FusedElementwise
-// nodes, then drops nodes nothing needs.
+// chains into _FusedMatMul nodes (Conv2D's into _FusedConv2D), a pooled Relu's gradient
+// into the max-pool gradient (_FusedMaxPoolGrad) and chains of elementwise ops into
+// _FusedElementwise nodes, then drops nodes nothing needs.
 Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan plan, const GraphOptimizerOptions& opts);
 
 }  // namespace actorflow::runtime

@@ -181,8 +181,9 @@ void argmax_window(const PoolShape& s, const T* x, int64_t n, int64_t oy, int64_
 
 // Tiled windows: every input element is written once, its window's gradient where it is
 // the window's first maximum and 0 elsewhere: contiguous stores instead of a zero fill
-// and a scatter.
-template <typename T>
+// and a scatter. With `Relu` the gradient is written only where that maximum is > 0
+// (where(x > 0, ., 0) of the result, _FusedMaxPoolGrad), 0 elsewhere.
+template <typename T, bool Relu>
 void max_pool_grad_tiled(OpKernelContext& ctx, const PoolShape& s, const T* x, const T* dy, T* dx) {
   ctx.device()->parallel_for(s.n * s.oh, row_cost(s), [&](int64_t r0, int64_t r1) {
     const int64_t row = s.w * s.c;
@@ -218,7 +219,8 @@ void max_pool_grad_tiled(OpKernelContext& ctx, const PoolShape& s, const T* x, c
             T* o = d + i * row + j * s.c;
             for (int64_t c = 0; c < s.c; ++c) {
               const T gc = g[c];  // loaded unconditionally: the select vectorizes
-              o[c] = p[c] == k ? gc : T(0);
+              if constexpr (Relu) o[c] = p[c] == k && b[c] > T(0) ? gc : T(0);
+              else o[c] = p[c] == k ? gc : T(0);
             }
           }
       }
@@ -226,11 +228,12 @@ void max_pool_grad_tiled(OpKernelContext& ctx, const PoolShape& s, const T* x, c
   });
 }
 
-// dx: each window's gradient added at its first maximum. Sharded by image, since windows
-// of one image overlap.
-template <typename T>
+// dx: each window's gradient added at its first maximum (with `Relu` only where that
+// maximum is > 0: every window adding at a place has that place's value as its maximum,
+// so this is where(x > 0, dx, 0)). Sharded by image, since windows of one image overlap.
+template <typename T, bool Relu = false>
 void max_pool_grad(OpKernelContext& ctx, const PoolShape& s, const T* x, const T* dy, T* dx) {
-  if (s.tiled()) return max_pool_grad_tiled(ctx, s, x, dy, dx);
+  if (s.tiled()) return max_pool_grad_tiled<T, Relu>(ctx, s, x, dy, dx);
   const int64_t image = s.h * s.w * s.c;
   ctx.device()->parallel_for(s.n, row_cost(s) * s.oh, [&](int64_t n0, int64_t n1) {
     std::vector<T> best(static_cast<size_t>(s.c));
@@ -243,7 +246,8 @@ void max_pool_grad(OpKernelContext& ctx, const PoolShape& s, const T* x, const T
           argmax_window(s, x, n, oy, ox, best.data(), pos.data(), at.data());
           const T* g = dy + ((n * s.oh + oy) * s.ow + ox) * s.c;
           for (int64_t c = 0; c < s.c; ++c)
-            if (at[static_cast<size_t>(c)] >= 0) dx[at[static_cast<size_t>(c)]] += g[c];
+            if (at[static_cast<size_t>(c)] >= 0 && (!Relu || best[static_cast<size_t>(c)] > T(0)))
+              dx[at[static_cast<size_t>(c)]] += g[c];
         }
   });
 }
@@ -349,7 +353,9 @@ class AvgPoolKernel : public PoolBase {
   }
 };
 
-// MaxPoolGrad(orig_input, orig_output, grad) -> d orig_input.
+// MaxPoolGrad(orig_input, orig_output, grad) -> d orig_input; with `Relu`
+// (_FusedMaxPoolGrad) where(orig_input > 0, that, 0).
+template <bool Relu>
 class MaxPoolGradKernel : public PoolBase {
  public:
   using PoolBase::PoolBase;
@@ -363,7 +369,7 @@ class MaxPoolGradKernel : public PoolBase {
     if (dx.num_elements() == 0) return;
     dispatch(x.dtype(), [&](auto t) {
       using T = decltype(t);
-      max_pool_grad<T>(ctx, s, x.data<T>(), ctx.input(2).data<T>(), dx.data<T>());
+      max_pool_grad<T, Relu>(ctx, s, x.data<T>(), ctx.input(2).data<T>(), dx.data<T>());
     });
   }
 };
@@ -406,7 +412,8 @@ class AvgPoolGradKernel : public PoolBase {
 
 AF_REGISTER_KERNEL("MaxPool", DeviceType::CPU, MaxPoolKernel);
 AF_REGISTER_KERNEL("AvgPool", DeviceType::CPU, AvgPoolKernel);
-AF_REGISTER_KERNEL("MaxPoolGrad", DeviceType::CPU, MaxPoolGradKernel);
+AF_REGISTER_KERNEL("MaxPoolGrad", DeviceType::CPU, MaxPoolGradKernel<false>);
+AF_REGISTER_KERNEL("_FusedMaxPoolGrad", DeviceType::CPU, MaxPoolGradKernel<true>);
 AF_REGISTER_KERNEL("MaxPoolGradGrad", DeviceType::CPU, MaxPoolGradGradKernel);
 AF_REGISTER_KERNEL("AvgPoolGrad", DeviceType::CPU, AvgPoolGradKernel);
 

@@ -328,6 +328,16 @@ AF_REGISTER_OP("MaxPoolGrad")
     .attr("strides", AttrValue::Ints{1, 1})
     .required_attr("padding")
     .shape_fn(max_pool_grad_shape);
+// where(orig_input > 0, MaxPoolGrad(orig_input, orig_output, grad), 0) as one node: a
+// pooled Relu's gradient folded into the pooling's. Written by the plan-time pass of
+// actors/src/pool_grad_fusion.h after autodiff has run, so it has no gradient; CPU
+// kernel only (ops/cpu/pool_kernels.cpp).
+AF_REGISTER_OP("_FusedMaxPoolGrad")
+    .inputs(3)
+    .required_attr("ksize")
+    .attr("strides", AttrValue::Ints{1, 1})
+    .required_attr("padding")
+    .shape_fn(max_pool_grad_shape);
 AF_REGISTER_OP("MaxPoolGradGrad")
     .inputs(3)
     .required_attr("ksize")

@@ -247,6 +247,9 @@ inline Model build_model() {
     // What the plan-time fusion pass writes for Conv2D + BiasAdd + Relu.
     raw("_FusedConv2D", {img, filter, af::constant(g, af::Tensor::filled(af::f32, {4}, 0.1), "bias")},
         {{"padding", std::string("SAME")}, {"relu", true}});
+    // And for a max-pooled Relu's gradient.
+    raw("_FusedMaxPoolGrad", {c, pooled, upstream},
+        {{"ksize", af::AttrValue::Ints{2, 2}}, {"strides", af::AttrValue::Ints{2, 2}}, {"padding", std::string("VALID")}});
   }
 
   // Optimizer updates, dense and sparse, on model/rn with model/ru and model/tn as slots.

@@ -16,7 +16,7 @@ enum class EnvironmentSwitch {
   conv_backend,           // AF_CONV_BACKEND=eigen|onednn: force Conv2D's backend
   fuse_elementwise,       // AF_FUSE_ELEMENTWISE=0: no elementwise fusion pass
   fuse_matmul_bias_relu,  // AF_FUSE_MATMUL_BIAS_RELU=0: no MatMul+BiasAdd+Relu fusion
-  fuse_conv_bias_relu,    // AF_FUSE_CONV_BIAS_RELU=0: no Conv2D+BiasAdd+Relu fusion
+  fuse_conv_bias_relu,    // AF_FUSE_CONV_BIAS_RELU=0: no Conv2D+BiasAdd+Relu fusion (nor _FusedMaxPoolGrad)
   caf_aggressive_polls,   // AF_CAF_AGGRESSIVE_POLLS=N: CAF scheduler's spinning polls
   caf_moderate_polls,     // AF_CAF_MODERATE_POLLS=N: and its polls between short sleeps
   net_spin_us,            // AF_NET_SPIN_US=N: how long a caller polls its socket before sleeping

@@ -31,8 +31,10 @@ struct GraphOptimizerOptions {
   // post-ops) where the CPU kernels are built with oneDNN.
   bool fuse_matmul_bias_relu = true;
   // Conv2D followed by BiasAdd (and Relu) runs as one _FusedConv2D kernel (oneDNN's
-  // post-ops, or a pass over each chunk of the output as the Eigen path writes it). CPU
-  // only: graphs placed on a GPU keep their convolutions unfused.
+  // post-ops, or a pass over each chunk of the output as the Eigen path writes it), and
+  // the gradient of a Relu whose output is max-pooled runs within the pooling's gradient
+  // (one _FusedMaxPoolGrad kernel). CPU only: graphs placed on a GPU keep their
+  // convolutions unfused.
   bool fuse_conv_bias_relu = true;
   // A chain (or small DAG with one output) of f32 elementwise ops of one shape, whose
   // inner results nothing else reads, runs as one _FusedElementwise kernel: one pass
