@@ -265,7 +265,7 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 // forward adds `bias` (per output channel) when given, then applies relu when asked.
 bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* out, const float* bias = nullptr,
          bool relu = false, bool bf16 = false) {
-  // Without native bfloat16 the float32 primitive runs: the same bits as compute_type float32.
+  // Where bfloat16 does not pay the float32 primitive runs: the same bits as compute_type float32.
   if (bf16 && !onednn_bf16_available()) bf16 = false;
   // With few input channels the bfloat16 filter gradient (AMX) is slower than float32's,
   // besides converting x and dy first: 64 28x28 images, 5x5, 32 filters, one thread:

@@ -31,7 +31,7 @@ bool prefer_onednn_conv();
 // rejects the shape.
 //
 // With `bf16` the operands (x, the filter, dy) are rounded to bfloat16 and the sums kept
-// in float32 (ComputeTypeScope in graph.h); where the processor has no native bfloat16
+// in float32 (ComputeTypeScope in graph.h); where bfloat16 does not pay
 // (onednn_bf16_available, onednn_matmul.h) the float32 primitive runs.
 bool onednn_conv2d_f32(const ConvDims& d, const float* x, const float* w, float* y, const float* bias = nullptr,
                        bool relu = false, bool bf16 = false);

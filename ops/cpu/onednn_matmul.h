@@ -21,8 +21,8 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   int64_t lda = 0, ldb = 0, ldc = 0;
-  // Operands rounded to bfloat16, sums in float32 (compute_type bfloat16), where the
-  // processor multiplies bfloat16 natively; float32 elsewhere.
+  // Operands rounded to bfloat16, sums in float32 (compute_type bfloat16), where
+  // onednn_bf16_available(); float32 elsewhere.
   bool bf16 = false;
   // In bfloat16, the buffers a and b lie in, when known: a variable's operand is then read
   // from its kept bfloat16 mirror (bf16_mirror.h) instead of being converted per call.
@@ -34,9 +34,10 @@ struct GemmShape {
 };
 
 bool onednn_available();
-// Whether oneDNN is in and this processor multiplies bfloat16 natively (AVX512-BF16 or
-// AMX): only then do bfloat16 operands pay (oneDNN would emulate them, slower than
-// float32), so the kernels asked for bfloat16 run float32 elsewhere.
+// Whether oneDNN is in and this processor has AMX, its bfloat16 matrix units: only there
+// do bfloat16 operands pay. Elsewhere oneDNN emulates them or, with AVX512-BF16 alone,
+// multiplies them no faster than float32 and converts them on top (measured 1.5-3x
+// slower, onednn_matmul.cpp), so the kernels asked for bfloat16 run float32 there.
 bool onednn_bf16_available();
 
 // c = op(a) * op(b) (+ bias[n] on every row) (then relu), through a oneDNN matmul

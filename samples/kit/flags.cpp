@@ -131,7 +131,7 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
       ->capture_default_str();
   app.add_option("--compute_type", f.compute_type,
                  "float32|bfloat16: bfloat16 multiplies the operands of the model's convolutions and matrix products "
-                 "in bfloat16 with float32 sums, on processors with AVX512-BF16 or AMX (elsewhere float32); "
+                 "in bfloat16 with float32 sums, on processors with AMX (elsewhere float32, the faster there); "
                  "variables and outputs stay float32")
       ->check(one_of({"float32", "bfloat16"}, "a compute type"))
       ->capture_default_str();

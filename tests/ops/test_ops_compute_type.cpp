@@ -94,7 +94,7 @@ TEST_CASE("compute_type: bfloat16 Conv2D and its gradients are within bfloat16's
       CHECK(err < 1e-2);
       CHECK(err > 1e-5);  // the bfloat16 kernels did run
     } else {
-      MESSAGE("no native bfloat16 on this processor: the kernels compute in float32");
+      MESSAGE("no AMX on this processor: the kernels compute in float32");
       CHECK(bf16[i].equals(f32[i]));
     }
   }
@@ -219,7 +219,7 @@ TEST_CASE("compute_type: a variable's bfloat16 copy serves its products until it
   check_against_fed("as initialized");
   const uint64_t first = cpu::bf16_mirror_conversions();
   if (!cpu::onednn_bf16_available()) {
-    MESSAGE("no native bfloat16 on this processor: float32 products, no mirrors");
+    MESSAGE("no AMX on this processor: float32 products, no mirrors");
     CHECK(first == before);
     return;
   }

@@ -274,8 +274,8 @@ class DeviceScope {
 // scope that can multiply in a narrower type (Conv2D and MatMul, and the gradients built
 // from them) get attribute compute_type = `type` ("bfloat16"). Their inputs, outputs and
 // variables stay float32; their CPU kernels round the operands to bfloat16 and sum in
-// float32 where the processor has bfloat16 instructions (AVX512-BF16, AMX), and compute in
-// float32 elsewhere and on GPUs. About 3 significant digits per operand instead of 7:
+// float32 where the processor has AMX (bfloat16 matrix units), and compute in float32
+// elsewhere (AVX512-BF16 alone included: slower than float32 there) and on GPUs. About 3 significant digits per operand instead of 7:
 // training converges as in float32 for the models tried (bench/README.md).
 class ComputeTypeScope {
  public:
