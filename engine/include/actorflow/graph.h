@@ -275,8 +275,9 @@ class DeviceScope {
 // from them) get attribute compute_type = `type` ("bfloat16"). Their inputs, outputs and
 // variables stay float32; their CPU kernels round the operands to bfloat16 and sum in
 // float32 where the processor has AMX (bfloat16 matrix units), and compute in float32
-// elsewhere (AVX512-BF16 alone included: slower than float32 there) and on GPUs. About 3 significant digits per operand instead of 7:
-// training converges as in float32 for the models tried (bench/README.md).
+// elsewhere (AVX512-BF16 alone included: slower than float32 there) and on GPUs. About 3
+// significant digits per operand instead of 7: training converges as in float32 for the
+// models tried (bench/README.md).
 class ComputeTypeScope {
  public:
   ComputeTypeScope(Graph& g, const std::string& type) : g_(g) { g_.push_compute_type(type); }
