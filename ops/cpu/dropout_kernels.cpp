@@ -93,12 +93,9 @@ class DropoutKernel : public OpKernel {
     const PhiloxKey key = key_;
     ctx.device()->parallel_for(groups, 25, [&](int64_t g0, int64_t g1) {
       T u[K];
-      for (int64_t g = g0; g < g1; ++g) {
-        const uint64_t block = base + static_cast<uint64_t>(g);
-        rng::uniforms<T>(rng::philox4x32_10(PhiloxCounter{static_cast<uint32_t>(block),
-                                                          static_cast<uint32_t>(block >> 32), 0, 0},
-                                            key),
-                         u);
+      // Group g's K elements from block r of the stream.
+      auto apply = [&](int64_t g, const PhiloxCounter& r) {
+        rng::uniforms<T>(r, u);
         const int64_t i0 = g * K;
         const int cnt = static_cast<int>(std::min<int64_t>(K, n - i0));
         for (int j = 0; j < cnt; ++j) {
@@ -106,6 +103,34 @@ class DropoutKernel : public OpKernel {
           m[i0 + j] = mk;
           py[i0 + j] = px[i0 + j] * mk;
         }
+      };
+      // L groups at a time: their blocks in vector lanes, then the elements in a loop the
+      // compiler vectorizes too (through restrict pointers: written one element at a
+      // time through the captured ones, the mask and y cost ~25 cycles an element).
+      constexpr int L = rng::kPhiloxLanes;
+      uint32_t words[4][L];
+      T chunk[L * K];
+      const T* __restrict in = px;
+      T* __restrict mask_out = m;
+      T* __restrict out = py;
+      const T keep_scale = scale;
+      const double drop = rate;
+      int64_t g = g0;
+      for (; g + L <= g1 && (g + L) * K <= n; g += L) {
+        rng::philox4x32_10_lanes(base + static_cast<uint64_t>(g), key, words);
+        for (int l = 0; l < L; ++l)
+          rng::uniforms<T>(PhiloxCounter{words[0][l], words[1][l], words[2][l], words[3][l]}, chunk + l * K);
+        const int64_t i0 = g * K;
+        for (int j = 0; j < L * K; ++j) {
+          const T mk = static_cast<double>(chunk[j]) >= drop ? keep_scale : T(0);
+          mask_out[i0 + j] = mk;
+          out[i0 + j] = in[i0 + j] * mk;
+        }
+      }
+      for (; g < g1; ++g) {
+        const uint64_t block = base + static_cast<uint64_t>(g);
+        apply(g, rng::philox4x32_10(
+                     PhiloxCounter{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0, 0}, key));
       }
     });
   }

@@ -157,6 +157,24 @@ TEST_CASE("Philox4x32-10 matches the Random123 known-answer vectors") {
   CHECK(r == actorflow::rng::PhiloxCounter{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
 }
 
+TEST_CASE("Philox4x32-10 in lanes gives each block's own words, across the counter's 32-bit carry") {
+  using namespace actorflow::rng;
+  constexpr int L = kPhiloxLanes;
+  for (uint64_t first : {uint64_t{0}, uint64_t{0xfffffff8u}, (uint64_t{1} << 40) + 5}) {
+    for (PhiloxKey key : {PhiloxKey{0, 0}, PhiloxKey{0xa4093822u, 0x299f31d0u}}) {
+      uint32_t words[4][L];
+      philox4x32_10_lanes(first, key, words);
+      for (int l = 0; l < L; ++l) {
+        const uint64_t block = first + static_cast<uint64_t>(l);
+        const PhiloxCounter one =
+            philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0, 0}, key);
+        CAPTURE(block);
+        CHECK(PhiloxCounter{words[0][l], words[1][l], words[2][l], words[3][l]} == one);
+      }
+    }
+  }
+}
+
 TEST_CASE("random ops with the same seeds give the same tensors in fresh sessions") {
   auto build = [](af::Graph& g) {
     return std::vector<af::Output>{af::random_normal(g, {3, 5}, 0, 1, 42),

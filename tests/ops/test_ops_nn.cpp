@@ -470,6 +470,27 @@ TEST_CASE("dropout: scaling, mask, seeds, and off at inference") {
   auto r = aft::eval(g2, {u, d});
   for (int64_t i = 0; i < r[0].num_elements(); ++i)
     CHECK((r[1].data<float>()[i] != 0) == (static_cast<double>(r[0].data<float>()[i]) >= 1.0 - 0.7));
+  // The same in float64 (two values a block), on a size that leaves a partial block and
+  // blocks past the last full batch of lanes.
+  {
+    af::Graph g3;
+    g3.set_seed(4);
+    auto u64 = af::random_uniform(g3, {97, 61}, 0, 1, 11, af::f64);
+    auto d64 = af::dropout(af::constant(g3, af::Tensor::filled(af::f64, {97, 61}, 1.0)), 0.6, true, 11);
+    af::SessionOptions two;
+    two.intra_op_threads = 2;
+    auto s3 = af::Session::create(g3, two).value();
+    auto r3 = s3.run({u64, d64});
+    REQUIRE(r3.ok());
+    int64_t kept3 = 0;
+    for (int64_t i = 0; i < (*r3)[0].num_elements(); ++i) {
+      const bool kept_here = (*r3)[1].data<double>()[i] != 0;
+      kept3 += kept_here;
+      CHECK(kept_here == ((*r3)[0].data<double>()[i] >= 1.0 - 0.6));
+    }
+    CHECK(kept3 > 0);
+    CHECK(kept3 < (*r3)[0].num_elements());
+  }
 
   // Off at inference: a false flag returns x itself; a false bool fed at run time
   // passes x through with a mask of ones.
