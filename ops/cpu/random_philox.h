@@ -32,8 +32,8 @@ inline PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
 // Blocks first, first + 1, ..., first + kPhiloxLanes - 1 of the stream whose counter is
 // (block's low 32 bits, its high 32 bits, 0, 0): out[w][l] is word w of block first + l,
 // what philox4x32_10 gives for that block. The blocks' words sit side by side, so the
-// rounds compile to vector multiplies over all lanes at once: a loop of single blocks
-// keeps each round's two multiplies on one dependency chain and ran ~10x slower.
+// rounds compile to vector multiplies over all lanes at once, where single blocks run
+// their rounds' scalar multiplies one block after another.
 inline constexpr int kPhiloxLanes = 16;
 
 inline void philox4x32_10_lanes(uint64_t first, PhiloxKey key, uint32_t (&out)[4][kPhiloxLanes]) {
