@@ -13,6 +13,7 @@
 
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
+#include "common/variable_write.h"
 
 namespace actorflow {
 namespace {
@@ -161,7 +162,7 @@ class AucAccumulateKernel : public OpKernel {
     }
     // Copy-on-write: a reader may still hold the current buffers.
     for (auto& v : vars) {
-      if (v->value.buffer_use_count() > 1) v->value = v->value.clone();
+      own_variable_value(*v);
       v->value.buffer()->note_write();  // written below (before any reader can see it)
     }
     double* tp = vars[0]->value.data<double>();

@@ -3,6 +3,7 @@
 
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
+#include "common/variable_write.h"
 
 namespace actorflow {
 namespace {
@@ -143,10 +144,7 @@ class UpdateKernel : public OpKernel {
                                 var->value.shape().to_string()));
       return;
     }
-    if (var->value.buffer_use_count() > 1) {
-      var->value = var->value.clone();
-      var->value.buffer()->mark_variable();
-    }
+    own_variable_value(*var);
     Tensor& v = var->value;
     bool ok = visit_dtype(v.dtype(), [&](auto tag) {
       using T = decltype(tag);

@@ -15,6 +15,7 @@
 #include "actorflow/kernel.h"
 #include "actorflow/resource_mgr.h"
 #include "common/sparse_rows.h"
+#include "common/variable_write.h"
 
 namespace actorflow {
 namespace {
@@ -244,11 +245,7 @@ class ApplyKernel : public OpKernel {
     // per update would cost more than the update; such a reader sees the rows as they are
     // when it runs, as it would in TensorFlow.
     if constexpr (!kSparse)
-      for (auto& s : states)
-        if (s->value.buffer_use_count() > 1) {
-          s->value = s->value.clone();
-          s->value.buffer()->mark_variable();
-        }
+      for (auto& s : states) own_variable_value(*s);
 
     visit_dtype(var.dtype(), [&](auto tag) {
       using T = decltype(tag);
