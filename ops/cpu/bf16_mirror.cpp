@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "cpu/aligned_buffer.h"
+#include "cpu/onednn_matmul.h"
 
 #ifdef AF_HAVE_ONEDNN
 #include <omp.h>
@@ -52,7 +53,7 @@ size_t kept_bytes() {
 bool convert(const float* in, uint16_t* out, size_t n) {
   try {
     if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // as every oneDNN call here
-    static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::engine& eng = onednn_engine();
     thread_local dnnl::stream stream(eng);
     const dnnl::memory::dims dims{static_cast<dnnl::memory::dim>(n)};
     dnnl::memory src({dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a}, eng, const_cast<float*>(in));

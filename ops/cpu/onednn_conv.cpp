@@ -93,11 +93,6 @@ struct Entry {
   dnnl::reorder x_convert, dy_convert;  // float32 -> bfloat16, for x_in and dy_in
 };
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 constexpr size_t kMaxEntries = 256;
 std::mutex g_mu;
 std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> g_cache;
@@ -145,7 +140,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   auto forward_pd = [&](dnnl::prop_kind prop, dnnl::algorithm alg, const dnnl::memory::desc& w,
                         const dnnl::memory::desc& y) {
     dnnl::convolution_forward::desc cd(prop, alg, x_op, w, y, strides, pad_l, pad_r);
-    return dnnl::convolution_forward::primitive_desc(cd, attr, engine());
+    return dnnl::convolution_forward::primitive_desc(cd, attr, onednn_engine());
   };
   if (kind == Kind::forward) {
     dnnl::convolution_forward::primitive_desc pd;
@@ -167,7 +162,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     if (kind == Kind::backprop_input) {
       dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, e->x, w_any, dy_op, strides, pad_l,
                                                pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(bd, attr, engine(), hint);
+      dnnl::convolution_backward_data::primitive_desc pd(bd, attr, onednn_engine(), hint);
       if (is_reference(pd.impl_info_str())) return nullptr;
       e->w = pd.weights_desc();
       e->scratch = pd.scratchpad_desc();
@@ -175,7 +170,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     } else {
       dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, x_op, dw_any, dy_op, strides,
                                                   pad_l, pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(bd, attr, engine(), hint);
+      dnnl::convolution_backward_weights::primitive_desc pd(bd, attr, onednn_engine(), hint);
       if (is_reference(pd.impl_info_str())) return nullptr;
       e->w = pd.diff_weights_desc();
       e->scratch = pd.scratchpad_desc();
@@ -185,17 +180,17 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   if (key.bf16) {
     if (kind != Kind::backprop_input) {
       e->x_in = x_op;
-      e->x_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->x, engine(), x_op));
+      e->x_convert = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->x, onednn_engine(), x_op));
     }
     if (kind != Kind::forward) {
       e->dy_in = dy_op;
-      e->dy_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->y, engine(), dy_op));
+      e->dy_convert = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->y, onednn_engine(), dy_op));
     }
   }
   if (e->w != e->w_user) {
     e->w_reorder = kind == Kind::backprop_filter
-                       ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->w, engine(), e->w_user))
-                       : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->w_user, engine(), e->w));
+                       ? dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->w, onednn_engine(), e->w_user))
+                       : dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->w_user, onednn_engine(), e->w));
   }
   return e;
 }
@@ -229,7 +224,7 @@ std::shared_ptr<const Entry> make_filter_as_forward(const Key& key) {
   try {
     dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
                                        filter, dst, strides, pad_l, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(cd, attr, engine());
+    dnnl::convolution_forward::primitive_desc pd(cd, attr, onednn_engine());
     // Only where it is the AMX kernel: elsewhere the backward-weights primitive runs.
     if (std::string(pd.impl_info_str()).find("amx") == std::string::npos) return nullptr;
     e->x_in = src;
@@ -237,9 +232,9 @@ std::shared_ptr<const Entry> make_filter_as_forward(const Key& key) {
     e->w = pd.dst_desc();
     e->scratch = pd.scratchpad_desc();
     e->prim = dnnl::convolution_forward(pd);
-    e->x_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->x, engine(), e->x_in));
-    e->dy_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->y, engine(), e->dy_in));
-    e->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->w, engine(), e->w_user));
+    e->x_convert = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->x, onednn_engine(), e->x_in));
+    e->dy_convert = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->y, onednn_engine(), e->dy_in));
+    e->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->w, onednn_engine(), e->w_user));
   } catch (const dnnl::error&) {
     return nullptr;  // cached as refused
   }
@@ -293,10 +288,10 @@ bool run(const ConvDims& d, Kind kind, const float* a, const float* b, float* ou
   if (!e) return false;
   // Every buffer the primitive reads or writes besides our tensors is 64-byte aligned
   // (aligned_buffer.h).
-  thread_local dnnl::stream stream(engine());
+  thread_local dnnl::stream stream(onednn_engine());
   thread_local AlignedBuffer scratch, blocked, x_in, dy_in;
   const size_t bytes = e->scratch.get_size();
-  dnnl::engine& eng = engine();
+  dnnl::engine& eng = onednn_engine();
   auto mem = [&](const dnnl::memory::desc& md, const float* p) { return dnnl::memory(md, eng, const_cast<float*>(p)); };
   // The filter (or its gradient) in the primitive's layout.
   const float* filter_user = kind == Kind::forward ? b : kind == Kind::backprop_input ? a : out;

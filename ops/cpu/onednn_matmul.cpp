@@ -154,11 +154,6 @@ struct Entry {
   size_t scratch_bytes = 0;
 };
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 // Bounded: a graph fed many batch sizes must not grow it forever. When full it starts
 // over (entries in use stay alive through their shared_ptr).
 constexpr size_t kMaxEntries = 512;
@@ -179,13 +174,13 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
       e->a_in = dnnl::memory::desc(dims{key.m, key.k}, dt::bf16, key.ta ? dims{1, key.lda} : dims{key.lda, 1});
     } else {
       e->a_in = dnnl::memory::desc(dims{key.m, key.k}, dt::bf16, dims{key.k, 1});
-      e->a_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->a, engine(), e->a_in));
+      e->a_convert = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->a, onednn_engine(), e->a_in));
     }
     if (key.b_mirror) {
       e->b_in = dnnl::memory::desc(dims{key.k, key.n}, dt::bf16, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
     } else {
       e->b_in = dnnl::memory::desc(dims{key.k, key.n}, dt::bf16, dims{key.n, 1});
-      e->b_convert = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e->b, engine(), e->b_in));
+      e->b_convert = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), e->b, onednn_engine(), e->b_in));
     }
   }
   const dnnl::memory::desc& a_op = key.bf16 ? e->a_in : e->a;
@@ -198,7 +193,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     attr.set_post_ops(ops);
   }
   dnnl::matmul::desc d = key.bias ? dnnl::matmul::desc(a_op, b_op, e->bias, e->c) : dnnl::matmul::desc(a_op, b_op, e->c);
-  dnnl::matmul::primitive_desc pd(d, attr, engine());
+  dnnl::matmul::primitive_desc pd(d, attr, onednn_engine());
   // bfloat16 through a reference loop would be far slower than float32.
   if (key.bf16 && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
   e->scratch = pd.scratchpad_desc();
@@ -240,6 +235,11 @@ std::shared_ptr<const Bf16Mirror> mirror_of(const std::shared_ptr<Buffer>& sourc
 }  // namespace
 
 bool onednn_available() { return true; }
+
+dnnl::engine& onednn_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
 
 bool onednn_bf16_available() {
   // AVX512-BF16 alone does not pay: its dot products do no more multiply-adds a cycle
@@ -312,9 +312,9 @@ bool onednn_gemm_f32(const GemmShape& g, const float* a, const float* b, const f
   if (!e) return false;
   // Every buffer the primitive reads or writes besides the caller's is 64-byte aligned
   // (aligned_buffer.h).
-  thread_local dnnl::stream stream(engine());
+  thread_local dnnl::stream stream(onednn_engine());
   thread_local AlignedBuffer scratch;
-  dnnl::engine& eng = engine();
+  dnnl::engine& eng = onednn_engine();
   dnnl::memory ma(e->a, eng, const_cast<float*>(a));
   dnnl::memory mb(e->b, eng, const_cast<float*>(b));
   if (bf16) {

@@ -12,6 +12,11 @@
 namespace actorflow {
 class DeviceContext;
 }
+#ifdef AF_HAVE_ONEDNN
+namespace dnnl {
+struct engine;
+}
+#endif
 
 namespace actorflow::cpu {
 
@@ -34,6 +39,10 @@ struct GemmShape {
 };
 
 bool onednn_available();
+#ifdef AF_HAVE_ONEDNN
+// The CPU engine all of this process's oneDNN primitives and reorders run on.
+dnnl::engine& onednn_engine();
+#endif
 // Whether oneDNN is in and this processor has AMX, its bfloat16 matrix units: only there
 // do bfloat16 operands pay. Elsewhere oneDNN emulates them or, with AVX512-BF16 alone,
 // multiplies them no faster than float32 and converts them on top (measured 1.5-3x
