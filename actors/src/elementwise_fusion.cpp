@@ -68,10 +68,7 @@ class Fuser {
       for (const Endpoint& e : n.inputs) readers_[e.node].push_back(id);
       for (int c : n.control_inputs) awaited_.insert(c);
     }
-    for (const Endpoint& e : plan.fetches)
-      if (e.node >= 0) pinned_.insert(e.node);
-    for (const Endpoint& e : plan.feeds) pinned_.insert(e.node);
-    for (int id : plan.fetch_ops) pinned_.insert(id);
+    pinned_ = pinned_nodes(plan);
   }
 
   // The group whose output is `root`'s, in plan order (root last); just the root when

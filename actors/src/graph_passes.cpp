@@ -166,11 +166,7 @@ void fuse_bias_relu(OptimizedPlan& p, bool matmul, bool conv) {
     for (const Endpoint& e : n.inputs) readers[e.node].push_back(id);
     for (int c : n.control_inputs) control_users[c].push_back(id);
   }
-  std::unordered_set<int> pinned;  // fetched, fed or run as a target: must run as itself
-  for (const Endpoint& e : plan.fetches)
-    if (e.node >= 0) pinned.insert(e.node);
-  for (const Endpoint& e : plan.feeds) pinned.insert(e.node);
-  for (int id : plan.fetch_ops) pinned.insert(id);
+  const std::unordered_set<int> pinned = pinned_nodes(plan);
 
   auto fusable_dtype = [](const Node& n) {
     return n.num_outputs() == 1 && (n.output_dtypes[0] == DType::f32 || n.output_dtypes[0] == DType::f64);
@@ -382,6 +378,15 @@ void prune(OptimizedPlan& p) {
 }
 
 }  // namespace
+
+std::unordered_set<int> pinned_nodes(const StepPlan& plan) {
+  std::unordered_set<int> pinned;
+  for (const Endpoint& e : plan.fetches)
+    if (e.node >= 0) pinned.insert(e.node);
+  for (const Endpoint& e : plan.feeds) pinned.insert(e.node);
+  for (int id : plan.fetch_ops) pinned.insert(id);
+  return pinned;
+}
 
 Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan plan, const GraphOptimizerOptions& opts) {
   auto p = std::make_shared<OptimizedPlan>(g, std::move(plan));

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <unordered_set>
 
 #include "actorflow/runtime/step_plan.h"
 
@@ -69,5 +70,8 @@ class OptimizedPlan {
 // into the max-pool gradient (_FusedMaxPoolGrad) and chains of elementwise ops into
 // _FusedElementwise nodes, then drops nodes nothing needs.
 Result<std::shared_ptr<OptimizedPlan>> optimize_plan(const Graph& g, StepPlan plan, const GraphOptimizerOptions& opts);
+
+// The nodes a pass must leave running as themselves: fetched, fed or run as a target.
+std::unordered_set<int> pinned_nodes(const StepPlan& plan);
 
 }  // namespace actorflow::runtime

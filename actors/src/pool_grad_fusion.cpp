@@ -34,11 +34,7 @@ void fuse_max_pool_relu_grad(OptimizedPlan& p) {
     for (const Endpoint& e : n.inputs) ++reads[e.node];
     for (int c : n.control_inputs) waited_for.insert(c);
   }
-  std::unordered_set<int> pinned;  // fetched, fed or run as a target: must run as itself
-  for (const Endpoint& e : plan.fetches)
-    if (e.node >= 0) pinned.insert(e.node);
-  for (const Endpoint& e : plan.feeds) pinned.insert(e.node);
-  for (int id : plan.fetch_ops) pinned.insert(id);
+  const std::unordered_set<int> pinned = pinned_nodes(plan);
   // Read by one input of one plan node, and free to disappear.
   auto only_read_by_one = [&](int id) {
     auto r = reads.find(id);
