@@ -191,7 +191,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
     r.epochs = epoch + 1;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  r.steady_examples_per_second = steady.per_second(steps - start_step, examples);
+  r.steady_examples_per_second = steady.per_second();
   r.steps = steps;
   r.first_loss = first_count ? r.first_loss / static_cast<double>(first_count) : 0;
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;

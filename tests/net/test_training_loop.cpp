@@ -219,12 +219,21 @@ TEST_CASE("evaluate averages loss and accuracy over batches; optimizers_or and s
   CHECK(std::string(afn::sync_mode_name(afn::SyncMode::async)) == "async");
 }
 
-TEST_CASE("SteadyRate counts from the end of the warm-up") {
+TEST_CASE("SteadyRate counts from the end of the warm-up to the last step") {
   afn::SteadyRate rate(10);
   rate.update(5, 500);
-  CHECK(rate.per_second(5, 500) == 0);  // still warming up
+  CHECK(rate.per_second() == 0);  // still warming up
   rate.update(10, 1000);
-  CHECK(rate.per_second(10, 1000) == 0);  // no step since the warm-up ended
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK(rate.per_second(20, 2000) > 0);
+  CHECK(rate.per_second() == 0);  // no step since the warm-up ended
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  rate.update(20, 2000);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double r = rate.per_second();
+  CHECK(r > 0);
+  CHECK(r <= 1000 / 0.05);  // 1000 examples in at least the 50 ms slept
+  CHECK(r >= 1000 / elapsed * 0.999);
+  // Time after the last step (an evaluation, a checkpoint) does not lower the rate.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(rate.per_second() == r);
 }

@@ -199,7 +199,7 @@ Result<TrainResult> train_allreduce(Graph& g, TrainableModel& m, const TrainingD
     r.allreduce_bytes_per_step = static_cast<double>(reduced_bytes() - reduced0) / static_cast<double>(local_steps);
   }
   tally.finish(r, gstep, steps_per_epoch);
-  r.steady_examples_per_second = steady.per_second(gstep - start_step, (gstep - start_step) * examples_per_step);
+  r.steady_examples_per_second = steady.per_second();
   if (!task.is_chief) return r;
   // Every replica holds the same weights: the chief's evaluation is the cluster's.
   r.examples_per_second = r.seconds > 0 ? static_cast<double>((gstep - start_step) * examples_per_step) / r.seconds : 0;

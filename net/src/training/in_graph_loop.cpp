@@ -149,7 +149,7 @@ Result<TrainResult> train_in_graph(Graph& g, TrainableModel& m, const std::funct
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  r.steady_examples_per_second = steady.per_second(gstep - start_step, tally.examples());
+  r.steady_examples_per_second = steady.per_second();
   training::note_traffic(r, traffic0, gstep - start_step, g);
   tally.finish(r, gstep, steps_per_epoch);
   // The evaluation and the final checkpoint read every variable: restore a ps lost since.

@@ -179,7 +179,7 @@ Result<TrainResult> train_with_ps(Graph& g, TrainableModel& m, const TrainingDat
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  r.steady_examples_per_second = steady.per_second(gstep - start_step, (gstep - start_step) * examples_per_step);
+  r.steady_examples_per_second = steady.per_second();
   training::note_traffic(r, traffic0, tally.local_steps(), g);
   AF_RETURN_IF_ERROR(training::wait_for(log, "the ps tasks to take this worker's end of training",
                                         Clock::now() + std::chrono::milliseconds(o.startup_timeout_ms),
