@@ -14,8 +14,11 @@ without decay, batch 64 per worker) on 2 and 4 workers:
 * the CNN once more with its convolutions and matrix products in bfloat16 on every side (ours
   `--compute_type bfloat16`; the peers cast each one's operands, collective_training.py
   --compute_type bfloat16), float32 elsewhere;
-* and, as an internal row, our ps mode on the same workers (one more process, the ps:
-  `scripts/local_cluster --ps 1 --workers n`, async), MLP only.
+* and, as internal rows, our ps mode on the same workers (one more process, the ps:
+  `scripts/local_cluster --ps 1 --workers n`, async), MLP only; and the bound with no
+  communication at all: n single-process trainings of the same model side by side, each
+  on its own batches (the sum of their steady figures; all-reduce / bound is the share of
+  the machine the collective leaves to the model).
 
 Every process gets BENCH_THREADS threads. The sides alternate for 1 round (--quick) or 2,
 and medians are compared. Goals: >= 1.3x PyTorch DDP's examples/s, >= 2x
@@ -81,6 +84,38 @@ def _ours(sample, model, n, threads, work, log, compute_type="float32"):
     raise RuntimeError("no free ports")
 
 
+def _independent(sample, model, n, threads, work, log, compute_type="float32"):
+    """The sum of n single-process trainings' steady examples/s, all n started together."""
+    flags = ["--model", model, "--optimizer", "adam", "--learning_rate", "0.001", "--noenable_lr_decay",
+             "--batch_size", "64", "--epoch_number", "1", "--max_steps", str(STEPS[model]), "--steps_to_validate", "0",
+             "--threads", str(threads), "--data_dir", DATA_DIR, "--mode", "train_from_scratch"]
+    if model == "mlp":
+        flags += ["--model_network", "256 128"]
+    if compute_type != "float32":
+        flags += ["--compute_type", compute_type]
+    procs = []
+    try:
+        for i in range(n):
+            d = os.path.join(work, "alone%d" % i)
+            procs.append(subprocess.Popen([sample] + flags + ["--checkpoint_path", d + "/ckpt", "--output_path", d + "/tb"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          preexec_fn=_die_with_parent))
+        outs = [p.communicate(timeout=900)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    log.write("\n".join(outs) + "\n")
+    total = 0.0
+    for p, out in zip(procs, outs):
+        res = [_fields(x) for x in out.splitlines() if x.startswith("RESULT ")]
+        if p.returncode != 0 or not res or float(res[-1].get("steady_examples_per_second", 0)) <= 0:
+            raise RuntimeError("a single-process %s training failed: %s" % (model, out[-500:]))
+        total += float(res[-1]["steady_examples_per_second"])
+    return total
+
+
 def _peer(python, framework, model, n, threads, log, compute_type="float32"):
     out = _run([python, os.path.join(HERE, "collective_training.py"), "--framework", framework, "--model", model,
                 "--workers", str(n), "--warmup", str(WARMUP), "--steps", str(STEPS[model] - WARMUP),
@@ -113,12 +148,14 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
         for model, ctype in (("mlp", "float32"), ("cnn", "float32"), ("cnn", "bfloat16")):
             label = model if ctype == "float32" else model + " bf16"
             for n in (2, 4):
-                ours, torch_r, tf_r, ps_r, versions, wires = [], [], [], [], {}, []
+                ours, torch_r, tf_r, ps_r, alone_r, versions, wires = [], [], [], [], [], {}, []
                 for k in range(rounds):
                     rate, r = _ours(sample, model, n, threads, os.path.join(work, "%s%s%d_%d" % (model, ctype, n, k)), log,
                                     ctype)
                     ours.append(rate)
                     wires.append((float(r.get("wire_bytes_per_step", 0)), int(r.get("model_bytes", 0))))
+                    alone_r.append(_independent(sample, model, n, threads, os.path.join(work, "%s%s%d_%d" % (model, ctype, n, k)),
+                                                log, ctype))
                     for framework, vals in (("torch", torch_r), ("tf", tf_r)):
                         try:
                             v, versions[framework] = _peer(python, framework, model, n, threads, log, ctype)
@@ -142,7 +179,9 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
                                                                           w / mb if mb else 0, mb, 2 * (n - 1) / n))
                 rows = (("pytorch ddp gloo, %s, %d workers" % (label, n), torch_r, versions.get("torch", ""), False),
                         ("tensorflow multiworkermirrored, %s, %d workers" % (label, n), tf_r, versions.get("tf", ""), False),
-                        ("ours ps mode (1 ps + %d async workers), mlp" % n, ps_r, "scripts/local_cluster", True))
+                        ("ours ps mode (1 ps + %d async workers), mlp" % n, ps_r, "scripts/local_cluster", True),
+                        ("ours without communication (%d single-process trainings side by side), %s" % (n, label), alone_r,
+                         "the bound: sum of their steady figures", True))
                 for peer_name, vals, desc, internal in rows:
                     if not vals:
                         continue
@@ -160,6 +199,9 @@ def run(build, quick, fmt, stamp, loadavg, say, python, threads):
                     say("#   goal >= 1.3x PyTorch DDP: %s" % ("met" if med / statistics.median(torch_r) >= 1.3 else "not met"))
                 if tf_r:
                     say("#   goal >= 2x TensorFlow MWMS: %s" % ("met" if med / statistics.median(tf_r) >= 2 else "not met"))
+                    if alone_r:
+                        say("#   2x TensorFlow asks for %s ex/s; with no communication at all the same processes train %s"
+                            % (fmt(2 * statistics.median(tf_r)), fmt(statistics.median(alone_r))))
     finally:
         log.close()
         shutil.rmtree(work, ignore_errors=True)
