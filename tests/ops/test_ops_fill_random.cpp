@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <actorflow/op_registry.h>
 
@@ -172,6 +173,57 @@ TEST_CASE("Philox4x32-10 in lanes gives each block's own words, across the count
         CHECK(PhiloxCounter{words[0][l], words[1][l], words[2][l], words[3][l]} == one);
       }
     }
+  }
+}
+
+TEST_CASE("random ops draw element group g from Philox block g of their seeds' key, on any thread count") {
+  using namespace actorflow::rng;
+  // More groups than a few lanes' worth, and a partial last group: 4 x 16 x 3 + 7 floats.
+  constexpr int64_t n = 199;
+  af::Graph g;
+  auto u = af::random_uniform(g, {n}, -2, 3, 21);
+  auto z = af::random_normal(g, {n}, 1, 0.5, 22);
+  auto t = af::truncated_normal(g, {n}, 0, 1, 23);
+  auto key_of = [](const af::Output& o) {
+    const uint64_t k = mix64(mix64(static_cast<uint64_t>(o.node().attr_int("seed"))) ^
+                             static_cast<uint64_t>(o.node().attr_int("seed2")));
+    return PhiloxKey{static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+  };
+  auto block = [](int64_t group, uint64_t sub, PhiloxKey key) {
+    return philox4x32_10({static_cast<uint32_t>(group), 0, static_cast<uint32_t>(sub), 0}, key);
+  };
+  std::vector<float> want_u(n), want_z(n), want_t;
+  for (int64_t grp = 0; grp * 4 < n; ++grp) {
+    float v[4], w[4];
+    uniforms<float>(block(grp, 0, key_of(u)), v);
+    normals<float>(block(grp, 0, key_of(z)), w);
+    for (int64_t j = 0; j < 4 && grp * 4 + j < n; ++j) {
+      want_u[static_cast<size_t>(grp * 4 + j)] = static_cast<float>(-2 + 5.0 * static_cast<double>(v[j]));
+      want_z[static_cast<size_t>(grp * 4 + j)] = static_cast<float>(1 + 0.5 * static_cast<double>(w[j]));
+    }
+    const int64_t cnt = std::min<int64_t>(4, n - grp * 4);
+    int64_t filled = 0;
+    for (uint64_t sub = 0; filled < cnt; ++sub) {
+      normals<float>(block(grp, sub, key_of(t)), w);
+      for (int j = 0; j < 4 && filled < cnt; ++j)
+        if (std::fabs(w[j]) < 2.0f) want_t.push_back(w[j]), ++filled;
+    }
+  }
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    af::SessionOptions o;
+    o.intra_op_threads = threads;
+    auto check = [&](const af::Output& y, const std::vector<float>& want) {
+      const af::Tensor got = run_once(g, y, o);
+      REQUIRE(got.num_elements() == n);
+      for (int64_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        CHECK(got.data<float>()[i] == want[static_cast<size_t>(i)]);
+      }
+    };
+    check(u, want_u);
+    check(z, want_z);
+    check(t, want_t);
   }
 }
 
