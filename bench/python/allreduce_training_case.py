@@ -42,37 +42,50 @@ WARMUP = 50  # our RESULT's steady figure leaves out 50 global steps; the peers 
 STEPS = {"mlp": 300, "cnn": 80}  # global steps of ours (the peers: STEPS - WARMUP timed)
 
 
+def _training_flags(model, threads, compute_type):
+    """The sample's flags every line of ours shares: model, optimizer, batch, steps, threads."""
+    flags = ["--model", model, "--optimizer", "adam", "--learning_rate", "0.001", "--noenable_lr_decay",
+             "--batch_size", "64", "--epoch_number", "1", "--max_steps", str(STEPS[model]), "--steps_to_validate", "0",
+             "--threads", str(threads), "--data_dir", DATA_DIR, "--mode", "train_from_scratch"]
+    if model == "mlp":
+        flags += ["--model_network", "256 128"]
+    if compute_type != "float32":
+        flags += ["--compute_type", compute_type]
+    return flags
+
+
+def _run_together(commands, log, env=None):
+    """Starts every command at once and waits for all; (processes, outputs), every one ended."""
+    procs = []
+    try:
+        for cmd in commands:
+            # All in one session, as the peers' workers are (collective_training.py starts them
+            # from one launcher): with the kernel's autogroup scheduling each session is one
+            # scheduling group, and n sessions on 2 cores slowed the MLP's ring by a third.
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                          preexec_fn=_die_with_parent))
+        outs = [p.communicate(timeout=900)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    log.write("\n".join(outs) + "\n")
+    return procs, outs
+
+
 def _ours(sample, model, n, threads, work, log, compute_type="float32"):
     """The chief's steady examples/s of n workers, and its RESULT."""
     for attempt in range(3):  # another process may take a port between picking and binding
         ports = free_ports(n)
         hosts = ",".join("127.0.0.1:%d" % p for p in ports)
-        flags = ["--model", model, "--optimizer", "adam", "--learning_rate", "0.001", "--noenable_lr_decay",
-                 "--batch_size", "64", "--epoch_number", "1", "--max_steps", str(STEPS[model]), "--steps_to_validate", "0",
-                 "--threads", str(threads), "--data_dir", DATA_DIR, "--mode", "train_from_scratch", "--strategy", "allreduce",
-                 "--worker_hosts=" + hosts, "--checkpoint_path", work + "/ckpt", "--output_path", work + "/tb"]
-        if model == "mlp":
-            flags += ["--model_network", "256 128"]
-        if compute_type != "float32":
-            flags += ["--compute_type", compute_type]
+        flags = _training_flags(model, threads, compute_type) + [
+            "--strategy", "allreduce", "--worker_hosts=" + hosts, "--checkpoint_path", work + "/ckpt",
+            "--output_path", work + "/tb"]
         env = dict(os.environ)
         env.setdefault("ACTORFLOW_TOKEN", "bench-allreduce-token-%d" % os.getpid())
-        procs = []
-        try:
-            for i in reversed(range(n)):
-                # All workers in one session, as the peers' workers are (collective_training.py starts
-                # them from one launcher): with the kernel's autogroup scheduling each session is one
-                # scheduling group, and n sessions on 2 cores slowed the MLP's ring by a third.
-                procs.append(subprocess.Popen([sample] + flags + ["--job_name=worker", "--task_index=%d" % i],
-                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                              preexec_fn=_die_with_parent))
-            outs = [p.communicate(timeout=900)[0] for p in procs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        log.write("\n".join(outs) + "\n")
+        procs, outs = _run_together([[sample] + flags + ["--job_name=worker", "--task_index=%d" % i]
+                                     for i in reversed(range(n))], log, env)
         chief = outs[-1]
         if "Address already in use" in "".join(outs) and attempt < 2:
             continue
@@ -86,27 +99,9 @@ def _ours(sample, model, n, threads, work, log, compute_type="float32"):
 
 def _independent(sample, model, n, threads, work, log, compute_type="float32"):
     """The sum of n single-process trainings' steady examples/s, all n started together."""
-    flags = ["--model", model, "--optimizer", "adam", "--learning_rate", "0.001", "--noenable_lr_decay",
-             "--batch_size", "64", "--epoch_number", "1", "--max_steps", str(STEPS[model]), "--steps_to_validate", "0",
-             "--threads", str(threads), "--data_dir", DATA_DIR, "--mode", "train_from_scratch"]
-    if model == "mlp":
-        flags += ["--model_network", "256 128"]
-    if compute_type != "float32":
-        flags += ["--compute_type", compute_type]
-    procs = []
-    try:
-        for i in range(n):
-            d = os.path.join(work, "alone%d" % i)
-            procs.append(subprocess.Popen([sample] + flags + ["--checkpoint_path", d + "/ckpt", "--output_path", d + "/tb"],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                          preexec_fn=_die_with_parent))
-        outs = [p.communicate(timeout=900)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    log.write("\n".join(outs) + "\n")
+    flags = _training_flags(model, threads, compute_type)
+    procs, outs = _run_together([[sample] + flags + ["--checkpoint_path", "%s/alone%d/ckpt" % (work, i),
+                                                     "--output_path", "%s/alone%d/tb" % (work, i)] for i in range(n)], log)
     total = 0.0
     for p, out in zip(procs, outs):
         res = [_fields(x) for x in out.splitlines() if x.startswith("RESULT ")]
