@@ -20,6 +20,11 @@ bool same_row_shape(const af::Tensor& a, const af::Tensor& b) {
 Batcher::Batcher(BatchOptions options, Metrics& metrics) : options_(options), metrics_(metrics) {
   if (!options_.enabled) return;
   for (int i = 0; i < std::max(1, options_.threads); ++i) workers_.emplace_back([this] { work(); });
+  // A worker names itself and takes its policy first thing, but on a busy machine a new
+  // thread may first run well after the server has said it is listening; whoever reads
+  // the server's threads from then on sees them as they will stay.
+  std::unique_lock<std::mutex> lock(mu_);
+  entered_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return entered_ == workers_.size(); });
 }
 
 Batcher::~Batcher() {
@@ -67,6 +72,8 @@ void Batcher::work() {
   // step against 23, and 4% more requests/s. A worker is still run at once on an idle core.
   af::enter_library_thread("serve-batch");
   std::unique_lock<std::mutex> lock(mu_);
+  ++entered_;
+  entered_cv_.notify_all();
   while (true) {
     work_cv_.wait(lock, [this] { return stopping_ || (!collecting_ && !queue_.empty()); });
     if (queue_.empty()) return;  // stopping, and nothing is left to answer

@@ -76,6 +76,8 @@ class Batcher {
   std::mutex mu_;
   std::condition_variable work_cv_;  // idle workers: a task is queued and no batch collects
   std::condition_variable full_cv_;  // the collecting worker: the queue holds a full batch
+  std::condition_variable entered_cv_;  // the constructor: a worker has named itself
+  size_t entered_ = 0;
   std::deque<Task> queue_;
   int64_t queued_rows_ = 0;
   bool collecting_ = false;  // a worker is waiting for the open batch to close
