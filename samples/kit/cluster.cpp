@@ -76,7 +76,7 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   co.launcher.num_ps = f.num_ps;
   co.launcher.mpi_hosts = f.mpi_hosts;
   auto spec = afn::resolve_cluster(co);
-  const std::vector<std::string> cluster_only = {"--strategy", "--allreduce_bucket_bytes", "--allreduce_algorithm", "--trace_path", "--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
+  const std::vector<std::string> cluster_only = {"--strategy", "--allreduce_bucket_bytes", "--allreduce_algorithm", "--sync_mode", "--replicas_to_aggregate", "--backup_workers", "--staleness",
                                                  "--replication", "--ps_strategy", "--sync_timeout_ms", "--step_timeout_ms", "--clock_log",
                                                  "--heartbeat_ms", "--peer_timeout_ms", "--trusted_network"};
   if (!spec.ok()) {
@@ -105,8 +105,10 @@ std::unique_ptr<ClusterTask> start_task(const Flags& f, const std::string& progr
   } else if (spec->num_tasks("ps") == 0) {
     fail(program, "the cluster has no ps task: pass --ps_hosts (or a ps job in TF_CONFIG), or train with --strategy allreduce");
   }
-  for (const char* only : {"--allreduce_bucket_bytes", "--allreduce_algorithm", "--trace_path"})
+  for (const char* only : {"--allreduce_bucket_bytes", "--allreduce_algorithm"})
     if (!options.allreduce && f.given.count(only)) fail(program, std::string(only) + " applies to --strategy allreduce only");
+  if (!options.allreduce && f.given.count("--trace_path"))
+    fail(program, "--trace_path applies to one process or to --strategy allreduce, not to a ps cluster");
   if (f.mode == "export" || f.mode == "inference")
     fail(program, "--mode " + f.mode + " runs on one process: drop the cluster flags");
 

@@ -163,9 +163,9 @@ ParsedFlags try_parse_flags(int argc, const char* const* argv, const FlagSpec& s
       ->check(one_of({"auto", "ring", "bcube"}, "an all-reduce algorithm"))
       ->capture_default_str();
   app.add_option("--trace_path", f.trace_path,
-                 "allreduce: write a Chrome trace (chrome://tracing, Perfetto) of every kernel this task runs here when "
-                 "training ends (worker i > 0: FILE.worker<i>): each bucket's all-reduce beside the backward pass; "
-                 "with a few --max_steps");
+                 "one process, or --strategy allreduce: write a Chrome trace (chrome://tracing, Perfetto) of every "
+                 "kernel it runs when training ends (an all-reduce worker i > 0: FILE.worker<i>, its buckets' "
+                 "all-reduces beside the backward pass); with a few --max_steps");
   app.add_option("--sync_mode", f.sync_mode, "async|sync|ssp: how the workers' updates meet on the ps")
       ->check(one_of({"async", "sync", "ssp"}, "an update mode"))
       ->capture_default_str();

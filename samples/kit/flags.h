@@ -49,7 +49,7 @@ struct Flags {
   std::string strategy = "ps";       // ps|allreduce: parameter servers, or replicas that all-reduce gradients
   int64_t allreduce_bucket_bytes = 25 << 20;  // allreduce: gradients per all-reduce (0: one each); DDP's 25 MB
   std::string allreduce_algorithm = "auto";    // allreduce: auto|ring|bcube
-  std::string trace_path;  // allreduce: a Chrome trace of this task's kernels (buckets beside the backward pass)
+  std::string trace_path;  // one process or allreduce: a Chrome trace of its kernels
   std::string sync_mode = "async";  // async|sync|ssp
   int replicas_to_aggregate = 0;    // sync: gradients per round (0: workers - backup_workers)
   int backup_workers = 0;           // sync: workers beyond those a round waits for

@@ -105,6 +105,7 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   af::Saver saver(g);
   af::SessionOptions opts;
   opts.intra_op_threads = f.threads;
+  opts.trace_path = f.trace_path;
   AF_ASSIGN_OR_RETURN(af::Session sess, af::Session::create(g, opts));
   std::string resumed_from;
   if (f.mode == "train") {
@@ -197,6 +198,8 @@ af::Result<TrainResult> train(af::Graph& g, Model& m, const Split& data, const F
   r.examples_per_second = r.seconds > 0 ? static_cast<double>(examples) / r.seconds : 0;
   AF_RETURN_IF_ERROR(afn::evaluate(sess, m, data.x_test, data.y_test, &r.test_loss, &r.test_accuracy));
   if (writer) (void)writer->close();
+  // Closing writes the trace (--trace_path), whose failure is the run's.
+  AF_RETURN_IF_ERROR(sess.close());
   return r;
 }
 

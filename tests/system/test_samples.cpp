@@ -111,8 +111,22 @@ TEST_CASE("needs dataset-fashion-mnist: fashion_mnist mlp and cnn loss falls ove
   // 300 steps are more than the warm-up the steady figure leaves out (net::SteadyRate).
   REQUIRE(mlp.count("steady_examples_per_second"));
   CHECK(std::stod(mlp["steady_examples_per_second"]) > 0);
-  auto cnn = run_sample("fashion_mnist", "--model cnn --epoch_number 1 --max_steps 60 --batch_size 32");
+  // One process writes a Chrome trace of its kernels (--trace_path) when training ends.
+  const fs::path trace = fs::temp_directory_path() / ("af_sample_trace_" + std::to_string(::getpid()) + ".json");
+  fs::remove(trace);
+  auto cnn = run_sample("fashion_mnist", "--model cnn --epoch_number 1 --max_steps 60 --batch_size 32 --trace_path " +
+                                             trace.string());
   check_loss_falls(cnn);
+  std::ifstream events(trace);
+  REQUIRE_MESSAGE(events.good(), "no trace at " << trace);
+  std::string line, first;
+  std::getline(events, first);
+  CHECK(first.rfind("{\"displayTimeUnit\"", 0) == 0);
+  int pools = 0;
+  while (std::getline(events, line)) pools += line.find("{\"name\":\"pool2\",\"cat\":\"MaxPool\"") == 0;
+  CHECK(pools >= 60);  // one a training step, and the evaluations'
+  events.close();
+  fs::remove(trace);
 }
 
 TEST_CASE("needs python3-sklearn: export -> inference gives the trained session's predictions") {
