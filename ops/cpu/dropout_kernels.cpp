@@ -10,8 +10,6 @@
 // With a `training` input that is false, y is x itself and the mask is all ones.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <random>
 
 #include "actorflow/kernel.h"
 #include "cpu/random_philox.h"
@@ -36,27 +34,11 @@ void keep_or_drop(const T* __restrict u, const T* __restrict x, T* __restrict ma
   }
 }
 
-uint64_t entropy_seed() {
-  try {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd();
-  } catch (...) {
-    static std::atomic<uint64_t> salt{0};
-    int local;
-    return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-           reinterpret_cast<uintptr_t>(&local) ^ (++salt << 48);
-  }
-}
-
 class DropoutKernel : public OpKernel {
  public:
   explicit DropoutKernel(const Node& n) : OpKernel(n), keep_prob_(n.attr_float("keep_prob", 0.5)) {
-    const int64_t seed = n.attr_int("seed", 0), seed2 = n.attr_int("seed2", 0);
-    // The key derivation of the random ops: equal seeds give RandomUniform's stream.
-    const uint64_t k = seed == 0 && seed2 == 0
-                           ? entropy_seed()
-                           : rng::mix64(rng::mix64(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(seed2));
-    key_ = {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+    // The random ops' key: equal seeds give RandomUniform's stream.
+    key_ = rng::philox_key(n.attr_int("seed", 0), n.attr_int("seed2", 0));
   }
 
   void compute(OpKernelContext& ctx) override {

@@ -1,15 +1,13 @@
 // CPU kernels of RandomNormal, RandomUniform and TruncatedNormal.
 //
-// Each kernel owns a Philox key (from the seeds, or from std::random_device when both
+// Each kernel owns a Philox key (rng::philox_key: from the seeds, or fresh when both
 // are 0) and a block counter that lives as long as the kernel: a run reserves the next
 // blocks of the stream, so successive runs give fresh values while a fresh session
 // replays the same sequence. Output element group g of a run uses block (base + g) alone,
 // which makes the values independent of how the work is sharded.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
-#include <random>
 
 #include "actorflow/kernel.h"
 #include "common/fill_util.h"
@@ -24,19 +22,6 @@ using rng::PhiloxKey;
 
 enum class Dist { uniform, normal, truncated };
 
-uint64_t nondeterministic_seed() {
-  try {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd();
-  } catch (...) {
-    // No entropy source: the clock and an address still differ between kernels.
-    static std::atomic<uint64_t> salt{0};
-    int local;
-    return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-           reinterpret_cast<uintptr_t>(&local) ^ (++salt << 48);
-  }
-}
-
 template <Dist D>
 class RandomKernel : public OpKernel {
  public:
@@ -46,11 +31,7 @@ class RandomKernel : public OpKernel {
         dtype_(n.attr_dtype("dtype", DType::f32)),
         a_(n.attr_float(D == Dist::uniform ? "minval" : "mean", 0)),
         b_(n.attr_float(D == Dist::uniform ? "maxval" : "stddev", 1)) {
-    const int64_t seed = n.attr_int("seed", 0), seed2 = n.attr_int("seed2", 0);
-    const uint64_t k = seed == 0 && seed2 == 0
-                           ? nondeterministic_seed()
-                           : rng::mix64(rng::mix64(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(seed2));
-    key_ = {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
+    key_ = rng::philox_key(n.attr_int("seed", 0), n.attr_int("seed2", 0));
   }
 
   void compute(OpKernelContext& ctx) override {

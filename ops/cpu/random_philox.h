@@ -5,8 +5,11 @@
 // the published known-answer vectors.
 #pragma once
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <random>
 
 namespace actorflow::rng {
 
@@ -78,6 +81,28 @@ inline uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
+}
+
+// A random op's key from its seed and seed2 attributes, as every kernel drawing Philox
+// blocks derives it, so equal seeds draw the same stream in RandomUniform, Dropout and
+// their GPU kernels. Both 0: a fresh key from the system's entropy source, or, without
+// one, from the clock and an address, which still differ between kernels.
+inline PhiloxKey philox_key(int64_t seed, int64_t seed2) {
+  uint64_t k;
+  if (seed != 0 || seed2 != 0) {
+    k = mix64(mix64(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(seed2));
+  } else {
+    try {
+      std::random_device rd;
+      k = (uint64_t{rd()} << 32) ^ rd();
+    } catch (...) {
+      static std::atomic<uint64_t> salt{0};
+      int local;
+      k = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+          reinterpret_cast<uintptr_t>(&local) ^ (++salt << 48);
+    }
+  }
+  return {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
 }
 
 // Uniform floats from raw bits: [0, 1) keeps the top bits; (0, 1] (for logs) adds one ulp.

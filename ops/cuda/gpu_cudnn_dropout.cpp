@@ -8,9 +8,6 @@
 // draw, so a `training` flag in device memory needs no host read: when it is false,
 // y = x, the mask is ones and the counter stays, as on the CPU. A flag in host memory is
 // read here and the kernel then sees none.
-#include <atomic>
-#include <chrono>
-#include <random>
 
 #include "cpu/random_philox.h"
 #include "cuda/gpu_cudnn_common.h"
@@ -18,27 +15,12 @@
 namespace actorflow::gpu {
 namespace {
 
-uint64_t entropy_seed() {
-  try {
-    std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd();
-  } catch (...) {
-    static std::atomic<uint64_t> salt{0};
-    int local;
-    return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-           reinterpret_cast<uintptr_t>(&local) ^ (++salt << 48);
-  }
-}
-
 class DropoutKernel final : public GpuOpKernel {
  public:
   explicit DropoutKernel(const Node& n) : GpuOpKernel(n), keep_prob_(n.attr_float("keep_prob", 0.5)) {
-    const int64_t seed = n.attr_int("seed", 0), seed2 = n.attr_int("seed2", 0);
-    const uint64_t k = seed == 0 && seed2 == 0
-                           ? entropy_seed()
-                           : rng::mix64(rng::mix64(static_cast<uint64_t>(seed)) ^ static_cast<uint64_t>(seed2));
-    key0_ = static_cast<uint32_t>(k);
-    key1_ = static_cast<uint32_t>(k >> 32);
+    const rng::PhiloxKey key = rng::philox_key(n.attr_int("seed", 0), n.attr_int("seed2", 0));
+    key0_ = key[0];
+    key1_ = key[1];
   }
 
   ~DropoutKernel() override {
